@@ -1,1 +1,129 @@
+//! Providers: where a task's work is done.
+//!
+//! Every AI API in the catalog is served by one [`Provider`]. The executor never
+//! asks which provider it holds: it calls [`Provider::execute`] for live tasks and
+//! [`Provider::sandbox`] for test-mode tasks. Built-in providers compute their
+//! answers inside the process; upstream providers (a later issue) speak HTTP.
 
+pub mod builtin;
+pub mod sandbox;
+pub mod schema;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+/// How an API is priced. Prices are in nano-USD (1e-9 USD) so that sub-cent
+/// prices stay exact integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pricing {
+    /// A fixed price for every successful call.
+    PerCall { price_nanos: i64 },
+    /// A price per 1,000 input tokens and per 1,000 output tokens.
+    PerKiloTokens { input_nanos: i64, output_nanos: i64 },
+}
+
+/// One worked example of an API: an input and the output it produces.
+#[derive(Debug, Clone, Serialize)]
+pub struct Example {
+    pub input: Value,
+    pub output: Value,
+}
+
+/// Everything the catalog shows about an API.
+#[derive(Debug, Clone)]
+pub struct ApiSpec {
+    /// URL-safe identifier, e.g. `sentiment`.
+    pub slug: String,
+    pub name: String,
+    pub description: String,
+    /// The normalized kind: `tokenization`, `classification`, `chat`, …
+    pub kind: String,
+    /// The provider's name as shown in the catalog, e.g. `builtin`.
+    pub provider: String,
+    pub pricing: Pricing,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub examples: Vec<Example>,
+    /// Default and maximum execution deadline.
+    pub timeout_ms: u64,
+    /// Largest accepted `input`, serialized as JSON.
+    pub max_input_bytes: u64,
+}
+
+/// What a task consumed; the executor turns it into cost with the API's pricing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub units: i64,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+}
+
+/// A successful execution.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub output: Value,
+    pub usage: Usage,
+}
+
+/// One attempt at doing the work (for built-ins: the local computation).
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub provider: String,
+    pub target: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    pub duration_ms: u64,
+    /// `succeeded`, `failed`, `timeout`, `cancelled`.
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+}
+
+/// Why an execution failed. `code` is one of the task error codes of the
+/// contract (`upstream_error`, `upstream_timeout`, `invalid_upstream_response`,
+/// `timeout`, `internal_error`, …).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ExecError {
+    pub code: String,
+    pub message: String,
+    pub upstream_status: Option<u16>,
+}
+
+impl ExecError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            upstream_status: None,
+        }
+    }
+}
+
+/// A source of AI APIs.
+#[async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// The provider's name, e.g. `builtin`.
+    fn name(&self) -> &str;
+
+    /// The APIs this provider offers.
+    fn apis(&self) -> Vec<ApiSpec>;
+
+    /// Runs a live task. `input` has already been validated against the API's
+    /// input schema. Each attempt made is pushed onto `attempts`. Dropping the
+    /// returned future must stop the work (that is how cancel works).
+    async fn execute(
+        &self,
+        api: &str,
+        input: &Value,
+        attempts: &mut Vec<Attempt>,
+    ) -> Result<Execution, ExecError>;
+
+    /// Runs a test-mode task: deterministic, free, and never leaves the
+    /// process. The default derives an output from the API's output schema.
+    async fn sandbox(&self, api: &ApiSpec, input: &Value) -> Result<Execution, ExecError> {
+        Ok(sandbox::simulate(api, input))
+    }
+}
