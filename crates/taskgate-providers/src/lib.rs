@@ -68,16 +68,15 @@ pub struct Execution {
 }
 
 /// One attempt at doing the work (for built-ins: the local computation).
-#[derive(Debug, Clone, Serialize)]
+/// The server renders it; timestamps are shown with millisecond precision.
+#[derive(Debug, Clone)]
 pub struct Attempt {
     pub provider: String,
     pub target: String,
-    #[serde(with = "time::serde::rfc3339")]
     pub started_at: OffsetDateTime,
     pub duration_ms: u64,
     /// `succeeded`, `failed`, `timeout`, `cancelled`.
     pub outcome: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
 }
 

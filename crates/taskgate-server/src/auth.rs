@@ -1,0 +1,316 @@
+//! Authentication, tenancy and rate limits for `/api/v1`.
+//!
+//! The middleware runs the contract's checks in order (401, account 403, 429)
+//! and leaves an [`Principal`] in the request; handlers take [`Auth<S>`],
+//! which adds the scope check (403) and cannot be forgotten: without it a
+//! handler has no account to work on.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+use taskgate_core::key::hash_key;
+use taskgate_core::{ApiKeySecret, KeyType, Mode, Scope};
+use taskgate_store::{Account, KeyRecord};
+
+use crate::config::PlanLimits;
+use crate::error::ApiError;
+use crate::ratelimit::{now_ms, Decision};
+use crate::AppState;
+
+/// Who is calling, already authenticated, in good standing and within limits.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub key_id: String,
+    pub key_type: KeyType,
+    pub mode: Mode,
+    pub scopes: Vec<Scope>,
+    pub allowed_apis: Option<Arc<Vec<String>>>,
+    pub account_id: String,
+    pub monthly_spend_limit_micros: Option<i64>,
+}
+
+impl Principal {
+    pub fn may_call(&self, slug: &str) -> bool {
+        self.allowed_apis
+            .as_ref()
+            .is_none_or(|apis| apis.iter().any(|a| a == slug))
+    }
+}
+
+/// A scope a handler requires.
+pub trait RequiredScope {
+    const SCOPE: Scope;
+}
+pub struct ApisRead;
+pub struct TasksRead;
+pub struct TasksWrite;
+impl RequiredScope for ApisRead {
+    const SCOPE: Scope = Scope::ApisRead;
+}
+impl RequiredScope for TasksRead {
+    const SCOPE: Scope = Scope::TasksRead;
+}
+impl RequiredScope for TasksWrite {
+    const SCOPE: Scope = Scope::TasksWrite;
+}
+
+/// The extractor handlers take: the principal, holding scope `S`.
+pub struct Auth<S>(pub Principal, PhantomData<S>);
+
+impl<S: RequiredScope, St: Send + Sync> FromRequestParts<St> for Auth<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &St) -> Result<Self, ApiError> {
+        let principal = parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+            tracing::error!("a handler requiring auth ran outside the auth layer");
+            ApiError::internal()
+        })?;
+        if !principal.scopes.contains(&S::SCOPE) {
+            return Err(ApiError::forbidden(
+                "insufficient_permissions",
+                format!("This API key lacks the {} scope.", S::SCOPE),
+            ));
+        }
+        Ok(Auth(principal, PhantomData))
+    }
+}
+
+/// Key lookups cached briefly: a revoked key or a suspended account takes
+/// effect within [`KEY_CACHE_TTL`], well inside the contract's 5 s.
+pub const KEY_CACHE_TTL: Duration = Duration::from_secs(2);
+const KEY_CACHE_MAX: usize = 100_000;
+
+#[derive(Default)]
+pub struct KeyCache {
+    entries: Mutex<HashMap<String, (Instant, Option<Arc<(KeyRecord, Account)>>)>>,
+    /// Keys used since the last flush, with the time of last use.
+    used: Mutex<HashMap<String, i64>>,
+}
+
+impl KeyCache {
+    fn get(&self, hash: &str) -> Option<Option<Arc<(KeyRecord, Account)>>> {
+        let entries = self.entries.lock();
+        let (at, v) = entries.get(hash)?;
+        (at.elapsed() < KEY_CACHE_TTL).then(|| v.clone())
+    }
+
+    fn put(&self, hash: String, v: Option<Arc<(KeyRecord, Account)>>) {
+        let mut entries = self.entries.lock();
+        if entries.len() >= KEY_CACHE_MAX {
+            entries.retain(|_, (at, _)| at.elapsed() < KEY_CACHE_TTL);
+            if entries.len() >= KEY_CACHE_MAX {
+                entries.clear();
+            }
+        }
+        entries.insert(hash, (Instant::now(), v));
+    }
+
+    fn mark_used(&self, key_id: &str, at: i64) {
+        self.used.lock().insert(key_id.to_owned(), at);
+    }
+
+    /// The keys used since the last call, for writing `last_used_at`.
+    pub fn take_used(&self) -> Vec<(String, i64)> {
+        std::mem::take(&mut *self.used.lock()).into_iter().collect()
+    }
+}
+
+pub async fn authenticate(
+    State(app): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let ip = peer.ip();
+    let (principal, decision) = match check(&app, ip, request.headers()).await {
+        Ok(ok) => ok,
+        Err(e) => return e.into_response(),
+    };
+    request.extensions_mut().insert(principal);
+    let mut response = next.run(request).await;
+    if let Some(d) = decision {
+        rate_limit_headers(response.headers_mut(), &d);
+    }
+    response
+}
+
+async fn check(
+    app: &AppState,
+    ip: IpAddr,
+    headers: &HeaderMap,
+) -> Result<(Principal, Option<Decision>), ApiError> {
+    if let Some(retry) = app.auth_failures.blocked(ip) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_exceeded",
+            "Too many failed authentications from this address. Try again later.",
+        )
+        .with_header("retry-after", &retry.to_string())
+        .with_details(serde_json::json!([{
+            "window": "auth_failures",
+            "limit": app.auth_failures.limit(),
+            "retry_after": retry,
+        }])));
+    }
+    let result = identify(app, headers).await;
+    if let Err(e) = &result {
+        if e.status == axum::http::StatusCode::UNAUTHORIZED {
+            app.auth_failures.record(ip);
+        }
+    }
+    let (key, account) = result?;
+    let key_type: KeyType = key.key_type.parse().map_err(|_| ApiError::internal())?;
+
+    if account.status != "active" {
+        return Err(ApiError::forbidden(
+            "account_suspended",
+            "This account is suspended. Contact the operator of this service.",
+        ));
+    }
+
+    let limits = app
+        .config
+        .plans
+        .get(&account.plan)
+        .copied()
+        // An account whose plan was removed from the config is held to the
+        // strictest configured limits rather than none.
+        .unwrap_or(PlanLimits { per_minute: Some(0), per_day: Some(0) });
+    let decision = app.limiter.check(&account.id, limits);
+    if !decision.allowed {
+        let mut err = ApiError::new(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_exceeded",
+            "Rate limit exceeded for this account.",
+        );
+        if let Some(w) = decision.tightest() {
+            err.message = format!(
+                "Rate limit exceeded: {} requests per {}. Retry in {} s.",
+                w.limit,
+                w.window.name(),
+                w.reset_secs
+            );
+            err = err
+                .with_header("retry-after", &w.reset_secs.to_string())
+                .with_details(serde_json::json!([{
+                    "window": w.window.name(),
+                    "limit": w.limit,
+                    "retry_after": w.reset_secs,
+                    "retry_at": taskgate_core::timefmt::format_ms(now_ms() + w.reset_secs as i64 * 1000),
+                }]));
+        }
+        rate_limit_headers(&mut err.headers, &decision);
+        return Err(err);
+    }
+
+    app.keys.mark_used(&key.id, now_ms());
+    let scopes = parse_scopes(&key);
+    let allowed_apis = key
+        .allowed_apis
+        .as_deref()
+        .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
+        .map(Arc::new);
+    let principal = Principal {
+        key_id: key.id.clone(),
+        key_type,
+        mode: key_type.mode(),
+        scopes,
+        allowed_apis,
+        account_id: account.id.clone(),
+        monthly_spend_limit_micros: account.monthly_spend_limit_micros,
+    };
+    Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
+}
+
+fn parse_scopes(key: &KeyRecord) -> Vec<Scope> {
+    serde_json::from_str::<Vec<String>>(&key.scopes)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+/// The key and its account, or the 401 to answer.
+async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Account), ApiError> {
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized(
+            "missing_authorization",
+            "No API key. Send it as the header `Authorization: Bearer <API_KEY>`.",
+        )
+    })?;
+    let malformed = || {
+        ApiError::unauthorized(
+            "malformed_authorization",
+            "The Authorization header must be `Bearer <API_KEY>`.",
+        )
+    };
+    let value = value.to_str().map_err(|_| malformed())?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        return Err(malformed());
+    }
+    let invalid = || ApiError::unauthorized("invalid_api_key", "The API key is not valid.");
+    // Wrong format or checksum: rejected without touching the store.
+    let secret = ApiKeySecret::parse(token).ok_or_else(invalid)?;
+    let hash = hash_key(secret.expose());
+    let found = match app.keys.get(&hash) {
+        Some(v) => v,
+        None => {
+            let v = app.store.find_key_by_hash(&hash).await?.map(Arc::new);
+            app.keys.put(hash, v.clone());
+            v
+        }
+    };
+    let found = found.ok_or_else(invalid)?;
+    let (key, account) = (&found.0, &found.1);
+    let now = now_ms();
+    if key.revoked_at.is_some_and(|t| t <= now) || key.key_type != secret.key_type().as_str() {
+        return Err(invalid());
+    }
+    if key.expires_at.is_some_and(|t| t <= now) {
+        return Err(ApiError::unauthorized(
+            "api_key_expired",
+            "This API key has expired. Create or roll a key.",
+        ));
+    }
+    Ok((key.clone(), account.clone()))
+}
+
+/// The IETF RateLimit fields and the familiar X-RateLimit-* for the window
+/// closest to exhaustion.
+fn rate_limit_headers(headers: &mut HeaderMap, d: &Decision) {
+    let policy = d
+        .windows
+        .iter()
+        .map(|w| format!("\"{}\";q={};w={}", w.window.name(), w.limit, w.window.seconds()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(name, v);
+        }
+    };
+    set("ratelimit-policy", policy);
+    if let Some(w) = d.tightest() {
+        set(
+            "ratelimit",
+            format!("\"{}\";r={};t={}", w.window.name(), w.remaining, w.reset_secs),
+        );
+        set("x-ratelimit-limit", w.limit.to_string());
+        set("x-ratelimit-remaining", w.remaining.to_string());
+        set(
+            "x-ratelimit-reset",
+            ((now_ms() / 1000) as u64 + w.reset_secs).to_string(),
+        );
+    }
+}

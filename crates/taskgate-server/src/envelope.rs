@@ -1,0 +1,156 @@
+//! The envelope: every response written under this layer becomes
+//! `{success, data, error?, meta: {request_id, latency_ms}}` with an
+//! `X-Request-Id` header, including the framework's own rejections.
+//!
+//! Handlers return [`Data`] (already serialized JSON) or an `ApiError`; this
+//! layer adds `meta` once the handler is done, so `latency_ms` covers the
+//! whole request. It also records the request metrics.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Serialize;
+use taskgate_core::{new_id, IdKind};
+
+use crate::error::{ApiError, ErrorBody};
+
+/// The request's id, for handlers and logs.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// A successful payload: serialized JSON for `data`.
+pub struct Data {
+    pub status: StatusCode,
+    pub json: Bytes,
+}
+
+impl Data {
+    pub fn ok<T: Serialize>(value: &T) -> Result<Self, ApiError> {
+        Self::with_status(StatusCode::OK, value)
+    }
+
+    pub fn with_status<T: Serialize>(status: StatusCode, value: &T) -> Result<Self, ApiError> {
+        let json = serde_json::to_vec(value).map_err(|e| {
+            tracing::error!(error = %e, "cannot serialize a response");
+            ApiError::internal()
+        })?;
+        Ok(Self { status, json: Bytes::from(json) })
+    }
+}
+
+#[derive(Clone)]
+struct DataBody(Bytes);
+
+/// Marks a response that is not enveloped (the OpenAPI document, /metrics, /docs).
+#[derive(Clone, Copy)]
+pub struct Raw;
+
+impl IntoResponse for Data {
+    fn into_response(self) -> Response {
+        let mut response = self.status.into_response();
+        response.extensions_mut().insert(DataBody(self.json));
+        response
+    }
+}
+
+pub async fn envelope(mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = new_id(IdKind::Request);
+    request.extensions_mut().insert(RequestId(request_id.clone()));
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = request.method().clone();
+
+    let mut response = next.run(request).await;
+    let status = response.status();
+
+    if response.extensions().get::<Raw>().is_none() {
+        let payload = if let Some(DataBody(json)) = response.extensions_mut().remove::<DataBody>() {
+            Payload::Data(json)
+        } else if let Some(ErrorBody(err)) = response.extensions_mut().remove::<ErrorBody>() {
+            if err.status.is_server_error() {
+                tracing::warn!(request_id = %request_id, code = err.code, "request failed");
+            }
+            Payload::Error(err)
+        } else {
+            Payload::Error(framework_error(status))
+        };
+        response = write(response, payload, &request_id, started);
+    }
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    crate::metrics::record_request(&method, &route, response.status(), started.elapsed());
+    response
+}
+
+enum Payload {
+    Data(Bytes),
+    Error(ApiError),
+}
+
+/// Turns a response the framework made on its own (no payload) into the
+/// contract's error.
+fn framework_error(status: StatusCode) -> ApiError {
+    match status.as_u16() {
+        404 => ApiError::not_found("route_not_found", "No such route."),
+        405 => ApiError::new(status, "method_not_allowed", "This route does not accept that method."),
+        413 => ApiError::new(status, "payload_too_large", "The request body is too large."),
+        400 | 415 | 422 => ApiError::invalid_json("The request body is not valid JSON."),
+        s if s >= 500 => ApiError::internal(),
+        _ => ApiError::new(status, "invalid_request", "The request could not be processed."),
+    }
+}
+
+fn write(response: Response, payload: Payload, request_id: &str, started: Instant) -> Response {
+    let (mut parts, _) = response.into_parts();
+    let mut body: Vec<u8> = Vec::with_capacity(256);
+    match payload {
+        Payload::Data(json) => {
+            body.extend_from_slice(br#"{"success":true,"data":"#);
+            body.extend_from_slice(&json);
+        }
+        Payload::Error(err) => {
+            parts.status = err.status;
+            for (name, value) in &err.headers {
+                parts.headers.insert(name, value.clone());
+            }
+            let error = ErrorJson {
+                r#type: err.error_type(),
+                code: err.code,
+                message: &err.message,
+                param: err.param.as_deref(),
+                details: err.details.as_ref(),
+            };
+            body.extend_from_slice(br#"{"success":false,"data":null,"error":"#);
+            // Serializing these plain fields cannot fail.
+            body.extend_from_slice(&serde_json::to_vec(&error).unwrap_or_else(|_| b"{}".to_vec()));
+        }
+    }
+    let latency_ms = (started.elapsed().as_micros() as f64 / 10.0).round() / 100.0;
+    body.extend_from_slice(
+        format!(r#","meta":{{"request_id":"{request_id}","latency_ms":{latency_ms}}}}}"#).as_bytes(),
+    );
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}
+
+#[derive(Serialize)]
+struct ErrorJson<'a> {
+    r#type: &'static str,
+    code: &'static str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a serde_json::Value>,
+}

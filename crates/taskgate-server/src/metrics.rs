@@ -1,0 +1,61 @@
+//! Prometheus metrics: requests by route and status, tasks by api and status.
+//!
+//! One recorder per process (the `metrics` crate's rule), installed on first
+//! use; several servers in one test process share it.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full("taskgate_http_request_duration_seconds".to_owned()),
+                    &LATENCY_BUCKETS,
+                )
+                .ok()?;
+            match builder.install_recorder() {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics recorder not installed");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+pub fn render() -> String {
+    install().map(|h| h.render()).unwrap_or_default()
+}
+
+pub fn record_request(method: &Method, route: &str, status: StatusCode, elapsed: Duration) {
+    let labels = [
+        ("method", method.as_str().to_owned()),
+        ("route", route.to_owned()),
+        ("status", status.as_u16().to_string()),
+    ];
+    metrics::counter!("taskgate_http_requests_total", &labels).increment(1);
+    metrics::histogram!("taskgate_http_request_duration_seconds", &labels)
+        .record(elapsed.as_secs_f64());
+}
+
+pub fn record_task(api: &str, mode: &str, status: &str) {
+    metrics::counter!(
+        "taskgate_tasks_total",
+        "api" => api.to_owned(),
+        "mode" => mode.to_owned(),
+        "status" => status.to_owned()
+    )
+    .increment(1);
+}

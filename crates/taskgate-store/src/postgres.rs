@@ -1,0 +1,43 @@
+//! PostgreSQL, for several instances sharing one store.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+
+use crate::sql::impl_store;
+use crate::StoreResult;
+
+mod dialect {
+    crate::sql::dialect_statements!("(events::jsonb || jsonb_build_array(", "::jsonb))::text");
+}
+
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn run_migrations(&self) -> StoreResult<()> {
+        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        Ok(())
+    }
+}
+
+impl_store!(PgStore, sqlx::Postgres, "postgres", dialect);
