@@ -64,7 +64,7 @@ impl RequiredScope for TasksWrite {
 }
 
 /// The extractor handlers take: the principal, holding scope `S`.
-pub struct Auth<S>(pub Principal, PhantomData<S>);
+pub struct Auth<S>(pub Principal, pub PhantomData<S>);
 
 impl<S: RequiredScope, St: Send + Sync> FromRequestParts<St> for Auth<S> {
     type Rejection = ApiError;

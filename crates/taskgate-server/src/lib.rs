@@ -1,1 +1,176 @@
+//! Taskgate's HTTP server: routes, auth and limits, the executor.
+//!
+//! `run` is the whole service; the binary and the tests both call it.
 
+pub mod admin;
+pub mod auth;
+pub mod catalog;
+pub mod config;
+pub mod envelope;
+pub mod error;
+pub mod executor;
+pub mod meta;
+pub mod metrics;
+pub mod openapi;
+pub mod ratelimit;
+pub mod router;
+pub mod v1;
+pub mod views;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use taskgate_providers::builtin::Builtin;
+use taskgate_providers::Provider;
+use taskgate_store::Store;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+
+use crate::auth::KeyCache;
+use crate::catalog::Catalog;
+use crate::executor::Executor;
+use crate::ratelimit::{AuthFailures, RateLimiter};
+
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Arc<dyn Store>,
+    pub catalog: Arc<Catalog>,
+    pub executor: Arc<Executor>,
+    pub limiter: RateLimiter,
+    pub auth_failures: AuthFailures,
+    pub keys: KeyCache,
+    pub openapi: Bytes,
+    pub draining: AtomicBool,
+}
+
+/// Opens the store named by the config and brings its schema up to date.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let store = taskgate_store::connect(&config.database_url)
+        .await
+        .with_context(|| format!("cannot open the store ({})", redact_url(&config.database_url)))?;
+    store.migrate().await.context("cannot migrate the store")?;
+    Ok(store)
+}
+
+/// The database URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}://{}:***@{}", &url[..s], user, &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// A running server: its address, and a handle to stop it.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: Arc<AppState>,
+    shutdown: CancellationToken,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    /// Stops accepting, drains requests, waits for running tasks.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.done.await?
+    }
+
+    /// Waits until the server stops (it runs until `stop` or a signal).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.done.await?
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Starts the service on `listener` (or binds `config.listen`).
+pub async fn start(config: Config, store: Arc<dyn Store>, listener: Option<TcpListener>) -> anyhow::Result<Server> {
+    config.validate().map_err(anyhow::Error::msg)?;
+    metrics::install();
+    let listener = match listener {
+        Some(l) => l,
+        None => TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?,
+    };
+    let addr = listener.local_addr()?;
+    std::thread::spawn(taskgate_providers::builtin::warm_up);
+    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Builtin::new())];
+    let catalog = Arc::new(Catalog::build(&config.catalog, providers).map_err(anyhow::Error::msg)?);
+    let runner = config.instance_id.clone().unwrap_or_else(|| default_instance_id(addr));
+    let executor = Executor::start(store.clone(), catalog.clone(), runner, config.workers).await?;
+    let openapi = Bytes::from(openapi::document(&catalog));
+    let state = Arc::new(AppState {
+        limiter: RateLimiter::memory(),
+        auth_failures: AuthFailures::new(config.auth_failures_per_minute),
+        config: Arc::new(config),
+        store,
+        catalog,
+        executor,
+        keys: KeyCache::default(),
+        openapi,
+        draining: AtomicBool::new(false),
+    });
+    let shutdown = CancellationToken::new();
+    tokio::spawn(flush_key_usage(state.clone(), shutdown.clone()));
+    let app = router::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let token = shutdown.clone();
+    let st = state.clone();
+    let draining = state.clone();
+    let done = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                token.cancelled().await;
+                draining.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+            })
+            .await?;
+        st.executor.shutdown(Duration::from_secs(10)).await;
+        flush_once(&st).await;
+        Ok(())
+    });
+    Ok(Server { addr, state, shutdown, done })
+}
+
+/// The instance's id in a shared store: host name and port, stable across
+/// restarts, so a restarted instance recognizes the tasks it left running.
+fn default_instance_id(addr: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "taskgate".to_owned());
+    format!("{host}:{}", addr.port())
+}
+
+/// `last_used_at` is written in batches, once a second, not on every request.
+async fn flush_key_usage(state: Arc<AppState>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => flush_once(&state).await,
+        }
+    }
+}
+
+async fn flush_once(state: &AppState) {
+    let used = state.keys.take_used();
+    if !used.is_empty() {
+        if let Err(e) = state.store.touch_keys(&used).await {
+            tracing::warn!(error = %e, "cannot record key usage");
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Operator actions on accounts and keys, shared by the CLI and first start.
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::{json, Value};
+use taskgate_core::ids::{is_valid, new_id};
+use taskgate_core::timefmt::now_ms;
+use taskgate_core::{ApiKeySecret, IdKind, KeyType, Micros, Scope};
+use taskgate_store::{Account, AccountUpdate, KeyRecord, Store};
+
+use crate::config::Config;
+use crate::views::{account_json, key_json};
+
+pub async fn create_account(
+    store: &dyn Store,
+    config: &Config,
+    name: &str,
+    plan: &str,
+    monthly_spend_limit_usd: Option<&str>,
+) -> anyhow::Result<Value> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        bail!("--name must be 1 to 200 characters");
+    }
+    check_plan(config, plan)?;
+    let limit = monthly_spend_limit_usd.map(Micros::parse_usd).transpose().map_err(|e| anyhow!(e))?;
+    let account = Account {
+        id: new_id(IdKind::Account),
+        name: name.to_owned(),
+        plan: plan.to_owned(),
+        status: "active".to_owned(),
+        monthly_spend_limit_micros: limit.map(|m| m.0),
+        created_at: now_ms(),
+    };
+    store.create_account(&account).await?;
+    Ok(account_json(&account))
+}
+
+fn check_plan(config: &Config, plan: &str) -> anyhow::Result<()> {
+    if !config.plans.contains_key(plan) {
+        let known: Vec<&str> = config.plans.keys().map(String::as_str).collect();
+        bail!("unknown plan {plan:?} (known: {})", known.join(", "));
+    }
+    Ok(())
+}
+
+pub async fn update_account(
+    store: &dyn Store,
+    config: &Config,
+    id: &str,
+    plan: Option<&str>,
+    status: Option<&str>,
+    monthly_spend_limit_usd: Option<&str>,
+) -> anyhow::Result<Value> {
+    if let Some(p) = plan {
+        check_plan(config, p)?;
+    }
+    if let Some(s) = status {
+        if !matches!(s, "active" | "suspended") {
+            bail!("--status must be active or suspended");
+        }
+    }
+    let limit = match monthly_spend_limit_usd {
+        None => None,
+        Some("none") => Some(None),
+        Some(v) => Some(Some(Micros::parse_usd(v).map_err(|e| anyhow!(e))?.0)),
+    };
+    if plan.is_none() && status.is_none() && limit.is_none() {
+        bail!("nothing to change: give --plan, --status or --monthly-spend-limit");
+    }
+    let update = AccountUpdate {
+        plan: plan.map(str::to_owned),
+        status: status.map(str::to_owned),
+        monthly_spend_limit_micros: limit,
+    };
+    let account = store
+        .update_account(id, &update)
+        .await?
+        .with_context(|| format!("no account with id {id:?}"))?;
+    Ok(account_json(&account))
+}
+
+pub async fn list_accounts(store: &dyn Store) -> anyhow::Result<Value> {
+    Ok(Value::Array(store.list_accounts().await?.iter().map(account_json).collect()))
+}
+
+pub struct NewKey<'a> {
+    pub account_id: &'a str,
+    pub key_type: KeyType,
+    pub name: &'a str,
+    pub scopes: Option<Vec<String>>,
+    pub apis: Option<Vec<String>>,
+    pub expires_in_ms: Option<i64>,
+}
+
+/// Creates a key and returns its object with `secret`, the whole key, shown
+/// this once.
+pub async fn create_key(store: &dyn Store, new: NewKey<'_>) -> anyhow::Result<Value> {
+    store
+        .get_account(new.account_id)
+        .await?
+        .with_context(|| format!("no account with id {:?}", new.account_id))?;
+    let name = new.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        bail!("--name must be 1 to 200 characters");
+    }
+    let scopes: Vec<Scope> = match (new.key_type, &new.scopes) {
+        (KeyType::Restricted, Some(s)) => {
+            let mut parsed = Vec::new();
+            for x in s {
+                let scope: Scope = x.trim().parse().map_err(|e: String| anyhow!(e))?;
+                if !parsed.contains(&scope) {
+                    parsed.push(scope);
+                }
+            }
+            if parsed.is_empty() {
+                bail!("--scopes needs at least one scope");
+            }
+            parsed.sort();
+            parsed
+        }
+        (KeyType::Restricted, None) => {
+            bail!("a restricted key needs --scopes (apis:read, tasks:read, tasks:write)")
+        }
+        (_, Some(_)) => bail!("--scopes applies to restricted keys only; live and test keys have full access"),
+        (_, None) => Scope::ALL.to_vec(),
+    };
+    let apis = match (new.key_type, &new.apis) {
+        (KeyType::Restricted, Some(a)) => {
+            let list: Vec<String> = a.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+            if list.is_empty() {
+                bail!("--apis needs at least one API slug");
+            }
+            Some(list)
+        }
+        (_, Some(_)) => bail!("--apis applies to restricted keys only"),
+        (_, None) => None,
+    };
+    if new.expires_in_ms.is_some_and(|ms| ms <= 0) {
+        bail!("--expires-in must be positive");
+    }
+    let now = now_ms();
+    let secret = ApiKeySecret::generate(new.key_type);
+    let record = KeyRecord {
+        id: new_id(IdKind::Key),
+        account_id: new.account_id.to_owned(),
+        name: name.to_owned(),
+        key_type: new.key_type.as_str().to_owned(),
+        mode: new.key_type.mode().as_str().to_owned(),
+        scopes: json!(scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>()).to_string(),
+        allowed_apis: apis.map(|a| json!(a).to_string()),
+        hint: secret.hint(),
+        created_at: now,
+        expires_at: new.expires_in_ms.map(|ms| now + ms),
+        last_used_at: None,
+        revoked_at: None,
+    };
+    store.create_key(&record, &secret.hash()).await?;
+    Ok(with_secret(&record, &secret))
+}
+
+fn with_secret(record: &KeyRecord, secret: &ApiKeySecret) -> Value {
+    let mut v = key_json(record);
+    v["secret"] = json!(secret.expose());
+    v
+}
+
+pub async fn list_keys(store: &dyn Store, account_id: &str) -> anyhow::Result<Value> {
+    store
+        .get_account(account_id)
+        .await?
+        .with_context(|| format!("no account with id {account_id:?}"))?;
+    Ok(Value::Array(store.list_keys(account_id).await?.iter().map(key_json).collect()))
+}
+
+pub async fn revoke_key(store: &dyn Store, key_id: &str) -> anyhow::Result<Value> {
+    if !is_valid(IdKind::Key, key_id) {
+        bail!("no key with id {key_id:?}");
+    }
+    let key = store
+        .revoke_key(key_id, now_ms())
+        .await?
+        .with_context(|| format!("no key with id {key_id:?}"))?;
+    Ok(key_json(&key))
+}
+
+/// A new key like the old one; the old one lives on for `grace_ms`.
+pub async fn roll_key(store: &dyn Store, key_id: &str, grace_ms: i64) -> anyhow::Result<Value> {
+    let old = store
+        .get_key(key_id)
+        .await?
+        .with_context(|| format!("no key with id {key_id:?}"))?;
+    if old.revoked_at.is_some() {
+        bail!("key {key_id} is revoked; create a new key instead");
+    }
+    let now = now_ms();
+    if old.expires_at.is_some_and(|t| t <= now) {
+        bail!("key {key_id} has expired; create a new key instead");
+    }
+    let key_type: KeyType = old.key_type.parse().map_err(|e: String| anyhow!(e))?;
+    let secret = ApiKeySecret::generate(key_type);
+    let new = KeyRecord {
+        id: new_id(IdKind::Key),
+        hint: secret.hint(),
+        created_at: now,
+        // The new key keeps the old one's remaining lifetime, if it had one.
+        expires_at: old.expires_at,
+        last_used_at: None,
+        revoked_at: None,
+        ..old.clone()
+    };
+    store.roll_key(key_id, &new, &secret.hash(), now + grace_ms.max(0)).await?;
+    let mut v = with_secret(&new, &secret);
+    v["rolled_from"] = json!(key_id);
+    Ok(v)
+}
+
+/// First start: an empty store gets the `default` account and a live and a
+/// test key, returned so that `serve` can print them once.
+pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Option<(Value, Value, Value)>> {
+    if store.count_accounts().await? > 0 {
+        return Ok(None);
+    }
+    let account = create_account(store, config, "default", &config.default_plan, None).await?;
+    let id = account["id"].as_str().unwrap_or_default().to_owned();
+    let key = |t, name| NewKey { account_id: &id, key_type: t, name, scopes: None, apis: None, expires_in_ms: None };
+    let live = create_key(store, key(KeyType::Live, "default live key")).await?;
+    let test = create_key(store, key(KeyType::Test, "default test key")).await?;
+    Ok(Some((account, live, test)))
+}
+
+pub fn is_account_id(s: &str) -> bool {
+    is_valid(IdKind::Account, s)
+}

@@ -1,0 +1,52 @@
+//! Outside the API key: health, readiness, metrics, the API reference.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::envelope::{Data, Raw};
+use crate::error::{ApiError, ApiResult};
+use crate::AppState;
+
+pub async fn healthz() -> ApiResult<Data> {
+    Data::ok(&json!({ "status": "ok" }))
+}
+
+pub async fn readyz(State(app): State<Arc<AppState>>) -> ApiResult<Data> {
+    if app.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(ApiError::unavailable("The service is shutting down."));
+    }
+    match app.store.ping().await {
+        Ok(()) => Data::ok(&json!({ "status": "ready", "storage": app.store.backend() })),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            Err(ApiError::unavailable("Storage is unreachable."))
+        }
+    }
+}
+
+fn raw(content_type: &'static str, body: impl Into<axum::body::Body>) -> Response {
+    let mut r = Response::new(body.into());
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.extensions_mut().insert(Raw);
+    r
+}
+
+pub async fn metrics() -> Response {
+    raw("text/plain; version=0.0.4", crate::metrics::render())
+}
+
+pub async fn openapi(State(app): State<Arc<AppState>>) -> Response {
+    raw("application/json", app.openapi.clone())
+}
+
+pub async fn docs() -> Response {
+    raw("text/html; charset=utf-8", crate::openapi::DOCS_HTML)
+}
+
+pub async fn not_found() -> impl IntoResponse {
+    ApiError::not_found("route_not_found", "No such route. The API lives under /api/v1.")
+}

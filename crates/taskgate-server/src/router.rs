@@ -1,0 +1,31 @@
+//! The route table, and nothing else.
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::{middleware, Router};
+
+use crate::{auth, envelope, meta, v1, AppState};
+
+pub fn router(app: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/call", post(v1::call::create))
+        .route("/call/{id}", get(v1::call::status))
+        .route("/tasks", get(v1::tasks::list))
+        .route("/tasks/{id}", get(v1::tasks::details))
+        .route("/tasks/{id}/cancel", post(v1::tasks::cancel))
+        .route("/apis", get(v1::apis::list))
+        .route("/apis/{slug}", get(v1::apis::details))
+        .route_layer(middleware::from_fn_with_state(app.clone(), auth::authenticate))
+        .route("/openapi.json", get(meta::openapi));
+
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/healthz", get(meta::healthz))
+        .route("/readyz", get(meta::readyz))
+        .route("/metrics", get(meta::metrics))
+        .route("/docs", get(meta::docs))
+        .fallback(meta::not_found)
+        .layer(middleware::from_fn(envelope::envelope))
+        .with_state(app)
+}

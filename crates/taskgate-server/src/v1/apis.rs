@@ -1,0 +1,79 @@
+//! GET /apis (the catalog) and GET /apis/{slug}.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::auth::{ApisRead, Auth};
+use crate::envelope::Data;
+use crate::error::{ApiError, ApiResult};
+use crate::v1::{cursor, QueryPairs};
+use crate::AppState;
+
+#[derive(Serialize)]
+struct Page {
+    object: &'static str,
+    items: Vec<Value>,
+    has_more: bool,
+    next_cursor: Option<String>,
+}
+
+/// Lists the APIs the key may call, by slug.
+pub async fn list(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<ApisRead>,
+    query: QueryPairs,
+) -> ApiResult<Data> {
+    query.check(&["kind", "provider", "q", "limit", "cursor"])?;
+    let limit = query.limit()? as usize;
+    let after = match query.get("cursor") {
+        None => None,
+        Some(c) => Some(
+            cursor::decode("apis", c)
+                .map(|(_, slug)| slug)
+                .ok_or_else(|| ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor."))?,
+        ),
+    };
+    let text = query.get("q").map(str::to_lowercase);
+    let mut matching = app.catalog.all().iter().filter(|e| {
+        let s = &e.spec;
+        principal.may_call(&s.slug)
+            && query.get("kind").is_none_or(|k| s.kind == k)
+            && query.get("provider").is_none_or(|p| s.provider == p)
+            && after.as_ref().is_none_or(|a| s.slug.as_str() > a.as_str())
+            && text.as_ref().is_none_or(|t| {
+                s.slug.to_lowercase().contains(t)
+                    || s.name.to_lowercase().contains(t)
+                    || s.description.to_lowercase().contains(t)
+            })
+    });
+    let page: Vec<_> = matching.by_ref().take(limit).collect();
+    let has_more = matching.next().is_some();
+    Data::ok(&Page {
+        object: "list",
+        next_cursor: if has_more {
+            page.last().map(|e| cursor::encode("apis", false, &e.spec.slug))
+        } else {
+            None
+        },
+        items: page.iter().map(|e| e.summary()).collect(),
+        has_more,
+    })
+}
+
+pub async fn details(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<ApisRead>,
+    Path(slug): Path<String>,
+) -> ApiResult<Data> {
+    if !principal.may_call(&slug) {
+        return Err(ApiError::forbidden(
+            "insufficient_permissions",
+            "This API key may not use this API.",
+        ));
+    }
+    let entry = app.catalog.get(&slug).ok_or_else(|| ApiError::api_not_found(&slug))?;
+    Data::ok(&entry.details())
+}

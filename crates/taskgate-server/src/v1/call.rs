@@ -1,0 +1,451 @@
+//! POST /call (create and execute a task) and GET /call/{id}.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use taskgate_core::ids::{is_valid, new_id_at};
+use taskgate_core::task::error_code;
+use taskgate_core::timefmt::month_key;
+use taskgate_core::{IdKind, Mode};
+use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
+
+use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
+use crate::catalog::ApiEntry;
+use crate::envelope::Data;
+use crate::error::{ApiError, ApiResult};
+use crate::executor::SandboxControls;
+use crate::ratelimit::now_ms;
+use crate::v1::JsonObject;
+use crate::views::TaskView;
+use crate::AppState;
+
+const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];
+const METADATA_MAX_KEYS: usize = 16;
+const METADATA_MAX_KEY_CHARS: usize = 64;
+const METADATA_MAX_VALUE_CHARS: usize = 512;
+const IDEMPOTENCY_KEY_MAX: usize = 255;
+const IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
+
+/// A validated POST /call.
+struct CallRequest {
+    entry: Arc<ApiEntry>,
+    input: Value,
+    asynchronous: bool,
+    timeout_ms: u64,
+    metadata: Map<String, Value>,
+    sandbox: Option<SandboxControls>,
+}
+
+pub async fn create(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksWrite>,
+    headers: HeaderMap,
+    body: JsonObject,
+) -> ApiResult<Response> {
+    let idempotency_key = idempotency_key(&headers)?;
+    let request = parse(&app, &principal, body.map)?;
+
+    let Some(key) = idempotency_key else {
+        return execute(&app, &principal, request, None).await;
+    };
+    let begin = IdempotencyBegin {
+        account_id: principal.account_id.clone(),
+        mode: principal.mode.as_str().to_owned(),
+        key: key.clone(),
+        request_hash: request_hash(&body.raw),
+        now: now_ms(),
+        expired_before: now_ms() - IDEMPOTENCY_TTL_MS,
+        // A request can wait for its task at most the sync wait; well past
+        // that, an unanswered record belonged to a process that died.
+        stale_before: now_ms() - app.config.sync_wait_ms as i64 - 60_000,
+    };
+    match app.store.idempotency_begin(&begin).await? {
+        IdempotencyState::Done { status_code, response } => Ok(replay(status_code, response)),
+        IdempotencyState::InProgress => Err(ApiError::conflict(
+            "idempotency_in_progress",
+            "A request with this Idempotency-Key is still being answered. Retry later.",
+        )),
+        IdempotencyState::Mismatch => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            "This Idempotency-Key was used with a different request body.",
+        )),
+        IdempotencyState::Started => {
+            let (account, mode) = (&principal.account_id, principal.mode.as_str());
+            let result = execute(&app, &principal, request, Some(key.clone())).await;
+            match &result {
+                Ok(response) => {
+                    let status = response.status().as_u16() as i64;
+                    let stored = response
+                        .extensions()
+                        .get::<StoredAnswer>()
+                        .map(|s| s.0.clone())
+                        .unwrap_or_default();
+                    app.store.idempotency_complete(account, mode, &key, status, &stored).await?;
+                }
+                // A refused request executed nothing: the key stays free.
+                Err(_) => app.store.idempotency_abandon(account, mode, &key).await?,
+            }
+            result
+        }
+    }
+}
+
+/// The `data` of an answer, kept for idempotent replays.
+#[derive(Clone)]
+struct StoredAnswer(String);
+
+fn replay(status_code: i64, stored: String) -> Response {
+    let status = StatusCode::from_u16(status_code as u16).unwrap_or(StatusCode::OK);
+    let location = serde_json::from_str::<Value>(&stored)
+        .ok()
+        .and_then(|v| v.get("id").and_then(Value::as_str).map(location));
+    let mut response = Data { status, json: stored.into() }.into_response();
+    let h = response.headers_mut();
+    h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    if let (StatusCode::ACCEPTED, Some(loc)) = (status, location.and_then(|l| HeaderValue::from_str(&l).ok())) {
+        h.insert("location", loc);
+    }
+    response
+}
+
+fn location(id: &str) -> String {
+    format!("/api/v1/call/{id}")
+}
+
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    let Some(v) = headers.get("idempotency-key") else { return Ok(None) };
+    let bad = || {
+        ApiError::invalid_parameter(
+            "Idempotency-Key",
+            format!("Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII characters."),
+        )
+    };
+    let s = v.to_str().map_err(|_| bad())?.trim();
+    if s.is_empty() || s.len() > IDEMPOTENCY_KEY_MAX || !s.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(bad());
+    }
+    Ok(Some(s.to_owned()))
+}
+
+/// Same body, same hash: the body is canonicalized (keys sorted, no spacing)
+/// so that formatting differences do not count as a different request.
+fn request_hash(raw: &[u8]) -> String {
+    let canonical = serde_json::from_slice::<Value>(raw)
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks a POST /call body in the contract's order: permissions on the API
+/// (403) before the request's own errors (400/404).
+fn parse(app: &AppState, principal: &Principal, mut body: Map<String, Value>) -> ApiResult<CallRequest> {
+    if let Some(Value::String(slug)) = body.get("api") {
+        if !principal.may_call(slug) {
+            return Err(ApiError::forbidden(
+                "insufficient_permissions",
+                format!("This API key may not call the API {:?}.", truncate(slug)),
+            ));
+        }
+    }
+    if let Some(unknown) = body.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::invalid_field(
+            unknown,
+            format!("Unknown field {:?}. Known fields: {}.", truncate(unknown), FIELDS.join(", ")),
+        ));
+    }
+    let slug = match body.remove("api") {
+        Some(Value::String(s)) => s,
+        None => return Err(ApiError::invalid_field("api", "api is required.")),
+        Some(_) => return Err(ApiError::invalid_field("api", "api must be a string.")),
+    };
+    let entry = app.catalog.get(&slug).cloned().ok_or_else(|| ApiError::api_not_found(&slug))?;
+    let input = body
+        .remove("input")
+        .ok_or_else(|| ApiError::invalid_field("input", "input is required."))?;
+    let asynchronous = match body.remove("mode") {
+        None => false,
+        Some(Value::String(m)) if m == "sync" => false,
+        Some(Value::String(m)) if m == "async" => true,
+        Some(_) => return Err(ApiError::invalid_field("mode", "mode must be \"sync\" or \"async\".")),
+    };
+    let max_timeout = entry.spec.timeout_ms;
+    let timeout_ms = match body.remove("timeout_ms") {
+        None => max_timeout,
+        Some(v) => v.as_u64().filter(|t| (1..=max_timeout).contains(t)).ok_or_else(|| {
+            ApiError::invalid_field(
+                "timeout_ms",
+                format!("timeout_ms must be an integer from 1 to {max_timeout} (this API's limit)."),
+            )
+        })?,
+    };
+    let metadata = match body.remove("metadata") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => check_metadata(m)?,
+        Some(_) => return Err(ApiError::invalid_field("metadata", "metadata must be an object of strings.")),
+    };
+    let sandbox = match body.remove("sandbox") {
+        None => None,
+        Some(_) if principal.mode != Mode::Test => {
+            return Err(ApiError::invalid_field(
+                "sandbox",
+                "sandbox is only accepted with a test key (tg_test_…).",
+            ))
+        }
+        Some(v) => Some(check_sandbox(v)?),
+    };
+    check_input(&entry, &input)?;
+    Ok(CallRequest { entry, input, asynchronous, timeout_ms, metadata, sandbox })
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+fn check_metadata(m: Map<String, Value>) -> ApiResult<Map<String, Value>> {
+    if m.len() > METADATA_MAX_KEYS {
+        return Err(ApiError::invalid_field(
+            "metadata",
+            format!("metadata may hold at most {METADATA_MAX_KEYS} keys."),
+        ));
+    }
+    for (k, v) in &m {
+        let param = format!("metadata.{}", truncate(k));
+        if k.is_empty() || k.chars().count() > METADATA_MAX_KEY_CHARS {
+            return Err(ApiError::invalid_field(
+                &param,
+                format!("metadata keys must be 1 to {METADATA_MAX_KEY_CHARS} characters."),
+            ));
+        }
+        match v {
+            Value::String(s) if s.chars().count() <= METADATA_MAX_VALUE_CHARS => {}
+            Value::String(_) => {
+                return Err(ApiError::invalid_field(
+                    &param,
+                    format!("metadata values may be at most {METADATA_MAX_VALUE_CHARS} characters."),
+                ))
+            }
+            _ => return Err(ApiError::invalid_field(&param, "metadata values must be strings.")),
+        }
+    }
+    Ok(m)
+}
+
+fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
+    let Value::Object(mut m) = v else {
+        return Err(ApiError::invalid_field("sandbox", "sandbox must be an object."));
+    };
+    let known = ["delay_ms", "outcome", "error_code"];
+    if let Some(k) = m.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ApiError::invalid_field(
+            &format!("sandbox.{}", truncate(k)),
+            "Unknown sandbox field. Known: delay_ms, outcome, error_code.",
+        ));
+    }
+    let delay_ms = match m.remove("delay_ms") {
+        None => 0,
+        Some(v) => v.as_u64().filter(|d| *d <= 600_000).ok_or_else(|| {
+            ApiError::invalid_field("sandbox.delay_ms", "sandbox.delay_ms must be an integer from 0 to 600000.")
+        })?,
+    };
+    let outcome = match m.remove("outcome") {
+        None => "succeeded".to_owned(),
+        Some(Value::String(s)) if ["succeeded", "failed", "timeout"].contains(&s.as_str()) => s,
+        Some(_) => {
+            return Err(ApiError::invalid_field(
+                "sandbox.outcome",
+                "sandbox.outcome must be \"succeeded\", \"failed\" or \"timeout\".",
+            ))
+        }
+    };
+    let error_code = match m.remove("error_code") {
+        None => None,
+        Some(Value::String(c)) if outcome == "failed" && error_code::SIMULATABLE.contains(&c.as_str()) => Some(c),
+        Some(Value::String(_)) if outcome == "failed" => {
+            return Err(ApiError::invalid_field(
+                "sandbox.error_code",
+                format!("sandbox.error_code must be one of: {}.", error_code::SIMULATABLE.join(", ")),
+            ))
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_field(
+                "sandbox.error_code",
+                "sandbox.error_code is a string, and only goes with outcome \"failed\".",
+            ))
+        }
+    };
+    Ok(SandboxControls { delay_ms, outcome, error_code })
+}
+
+/// `input` against the API's size limit and JSON Schema: every violation is
+/// reported.
+fn check_input(entry: &ApiEntry, input: &Value) -> ApiResult<()> {
+    let max = entry.spec.max_input_bytes;
+    let size = serde_json::to_vec(input).map(|v| v.len() as u64).unwrap_or(u64::MAX);
+    if size > max {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            format!("input is {size} bytes; this API accepts at most {max}."),
+        )
+        .with_param("input"));
+    }
+    let violations = entry.input_schema.violations(input);
+    let Some(first) = violations.first() else { return Ok(()) };
+    let param = pointer_to_param(&first.path);
+    let details: Vec<Value> = violations
+        .iter()
+        .map(|v| json!({ "path": v.path, "message": v.message }))
+        .collect();
+    Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("{param}: {}", first.message))
+        .with_param(param)
+        .with_details(Value::Array(details)))
+}
+
+/// `/items/0/text` → `input.items[0].text`
+fn pointer_to_param(pointer: &str) -> String {
+    let mut out = String::from("input");
+    for seg in pointer.split('/').skip(1) {
+        let seg = seg.replace("~1", "/").replace("~0", "~");
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{seg}]"));
+        } else {
+            out.push('.');
+            out.push_str(&seg);
+        }
+    }
+    out
+}
+
+async fn execute(
+    app: &AppState,
+    principal: &Principal,
+    request: CallRequest,
+    idempotency_key: Option<String>,
+) -> ApiResult<Response> {
+    let now = std::time::SystemTime::now();
+    let now_ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default();
+    if principal.mode == Mode::Live {
+        check_spend(app, principal, now_ms).await?;
+    }
+    let task = TaskRecord {
+        id: new_id_at(IdKind::Task, now),
+        account_id: principal.account_id.clone(),
+        mode: principal.mode.as_str().to_owned(),
+        api: request.entry.spec.slug.clone(),
+        status: "queued".to_owned(),
+        input: request.input.to_string(),
+        output: None,
+        error: None,
+        units: 0,
+        input_tokens: None,
+        output_tokens: None,
+        cost_micros: 0,
+        metadata: Value::Object(request.metadata).to_string(),
+        key_id: principal.key_id.clone(),
+        idempotency_key,
+        timeout_ms: request.timeout_ms as i64,
+        sandbox: request.sandbox.map(|s| json!(s).to_string()),
+        events: format!(r#"[{{"status":"queued","at":{now_ms}}}]"#),
+        attempts: "[]".to_owned(),
+        created_at: now_ms,
+        started_at: None,
+        completed_at: None,
+        runner: None,
+        lease_until: None,
+    };
+    app.store.insert_task(&task).await?;
+    if request.asynchronous {
+        app.executor.submit(task.id.clone());
+        return answer(&task);
+    }
+    let done = app.executor.wait(&task.id);
+    app.executor.submit(task.id.clone());
+    match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
+        Ok(Ok(finished)) => answer(&finished),
+        _ => {
+            app.executor.forget(&task.id);
+            let current = app.store.get_task_by_id(&task.id).await?.unwrap_or(task);
+            answer(&current)
+        }
+    }
+}
+
+/// 200 with a finished task, else 202 with `Location`.
+fn answer(task: &TaskRecord) -> ApiResult<Response> {
+    let finished = matches!(task.status.as_str(), "succeeded" | "failed" | "cancelled");
+    let status = if finished { StatusCode::OK } else { StatusCode::ACCEPTED };
+    let data = Data::with_status(status, &TaskView::new(task, true))?;
+    let stored = StoredAnswer(String::from_utf8_lossy(&data.json).into_owned());
+    let mut response = data.into_response();
+    if !finished {
+        if let Ok(v) = HeaderValue::from_str(&location(&task.id)) {
+            response.headers_mut().insert("location", v);
+        }
+    }
+    response.extensions_mut().insert(stored);
+    Ok(response)
+}
+
+async fn check_spend(app: &AppState, principal: &Principal, now_ms: i64) -> ApiResult<()> {
+    let Some(limit) = principal.monthly_spend_limit_micros else { return Ok(()) };
+    let spent = app.store.month_spend(&principal.account_id, &month_key(now_ms)).await?;
+    if spent >= limit {
+        return Err(ApiError::forbidden(
+            "usage_limit_exceeded",
+            format!(
+                "This account has reached its monthly spend limit of {} USD.",
+                crate::views::usd_limit(limit)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub async fn status(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Data> {
+    let task = find(&app, &principal, &id).await?;
+    Data::ok(&TaskView::new(&task, true))
+}
+
+/// The caller's task, or 404 for anything else (unknown, another account's,
+/// the other mode's).
+pub async fn find(app: &AppState, principal: &Principal, id: &str) -> ApiResult<TaskRecord> {
+    if !is_valid(IdKind::Task, id) {
+        return Err(ApiError::task_not_found(id));
+    }
+    app.store
+        .get_task(&principal.account_id, principal.mode.as_str(), id)
+        .await?
+        .ok_or_else(|| ApiError::task_not_found(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_become_params() {
+        assert_eq!(pointer_to_param(""), "input");
+        assert_eq!(pointer_to_param("/text"), "input.text");
+        assert_eq!(pointer_to_param("/items/0/a~1b"), "input.items[0].a/b");
+    }
+
+    #[test]
+    fn equal_bodies_hash_equal() {
+        assert_eq!(request_hash(br#"{"a":1,"b":2}"#), request_hash(b"{ \"b\": 2, \"a\": 1 }"));
+        assert_ne!(request_hash(br#"{"a":1}"#), request_hash(br#"{"a":2}"#));
+    }
+}

@@ -1,0 +1,152 @@
+//! GET /tasks (the history), GET /tasks/{id} (details), POST /tasks/{id}/cancel.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use serde::Serialize;
+use taskgate_core::ids::{id_floor, is_valid};
+use taskgate_core::timefmt::parse_rfc3339_ms;
+use taskgate_core::{IdKind, TaskStatus};
+use taskgate_store::TaskQuery;
+
+use crate::auth::{Auth, TasksRead, TasksWrite};
+use crate::envelope::Data;
+use crate::error::{ApiError, ApiResult};
+use crate::ratelimit::now_ms;
+use crate::v1::call::find;
+use crate::v1::{cursor, QueryPairs};
+use crate::views::{TaskDetailsView, TaskView};
+use crate::AppState;
+
+const PARAMS: [&str; 7] = ["status", "api", "created_after", "created_before", "order", "limit", "cursor"];
+
+#[derive(Serialize)]
+struct Page<T> {
+    object: &'static str,
+    items: Vec<T>,
+    has_more: bool,
+    next_cursor: Option<String>,
+}
+
+pub async fn list(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksRead>,
+    query: QueryPairs,
+) -> ApiResult<Data> {
+    query.check(&PARAMS)?;
+    let mut q = TaskQuery {
+        account_id: principal.account_id.clone(),
+        mode: principal.mode.as_str().to_owned(),
+        descending: true,
+        limit: query.limit()? + 1,
+        ..Default::default()
+    };
+    if let Some(s) = query.get("status") {
+        for part in s.split(',').map(str::trim) {
+            let status: TaskStatus = part.parse().map_err(|_| {
+                ApiError::invalid_parameter(
+                    "status",
+                    "status must be one or more of queued, running, succeeded, failed, cancelled, comma-separated.",
+                )
+            })?;
+            if !q.statuses.iter().any(|x| x == status.as_str()) {
+                q.statuses.push(status.as_str().to_owned());
+            }
+        }
+    }
+    if let Some(api) = query.get("api") {
+        if api.is_empty() {
+            return Err(ApiError::invalid_parameter("api", "api must be an API slug."));
+        }
+        q.api = Some(api.to_owned());
+    }
+    // Ids sort by creation time, so time bounds become id bounds.
+    if let Some(t) = query.get("created_after") {
+        let ms = time_param("created_after", t)?;
+        q.id_after = Some(id_floor(IdKind::Task, ms + 1));
+    }
+    if let Some(t) = query.get("created_before") {
+        let ms = time_param("created_before", t)?;
+        q.id_before = Some(id_floor(IdKind::Task, ms));
+    }
+    match query.get("order") {
+        None | Some("desc") => {}
+        Some("asc") => q.descending = false,
+        Some(_) => return Err(ApiError::invalid_parameter("order", "order must be \"asc\" or \"desc\".")),
+    }
+    if let Some(c) = query.get("cursor") {
+        let bad = || ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor.");
+        let (descending, last) = cursor::decode("tasks", c).ok_or_else(bad)?;
+        if !is_valid(IdKind::Task, &last) {
+            return Err(bad());
+        }
+        if query.get("order").is_some() && descending != q.descending {
+            return Err(ApiError::invalid_parameter("cursor", "cursor was made for the other order."));
+        }
+        q.descending = descending;
+        let bound = if descending { &mut q.id_before } else { &mut q.id_after };
+        // The tighter of the time bound and the cursor.
+        let tighter = match bound.take() {
+            Some(b) if (descending && b < last) || (!descending && b > last) => b,
+            _ => last,
+        };
+        *bound = Some(tighter);
+    }
+    let limit = (q.limit - 1) as usize;
+    let mut rows = app.store.list_tasks(&q).await?;
+    let has_more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = if has_more {
+        rows.last().map(|t| cursor::encode("tasks", q.descending, &t.id))
+    } else {
+        None
+    };
+    Data::ok(&Page {
+        object: "list",
+        items: rows.iter().map(|t| TaskView::new(t, false)).collect(),
+        has_more,
+        next_cursor,
+    })
+}
+
+fn time_param(name: &str, value: &str) -> ApiResult<i64> {
+    parse_rfc3339_ms(value).ok_or_else(|| {
+        ApiError::invalid_parameter(name, format!("{name} must be an RFC 3339 timestamp, e.g. 2026-11-21T13:45:12Z."))
+    })
+}
+
+pub async fn details(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Data> {
+    let task = find(&app, &principal, &id).await?;
+    Data::ok(&TaskDetailsView::new(&task))
+}
+
+pub async fn cancel(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksWrite>,
+    Path(id): Path<String>,
+) -> ApiResult<Data> {
+    if !is_valid(IdKind::Task, &id) {
+        return Err(ApiError::task_not_found(&id));
+    }
+    let task = app
+        .store
+        .cancel_task(&principal.account_id, principal.mode.as_str(), &id, now_ms())
+        .await?
+        .ok_or_else(|| ApiError::task_not_found(&id))?;
+    match task.status.as_str() {
+        "cancelled" => {
+            // Stop the execution now, and answer whoever waits for it.
+            app.executor.cancel_running(&task.id);
+            app.executor.notify(&task);
+            Data::ok(&TaskView::new(&task, true))
+        }
+        status => Err(ApiError::conflict(
+            "task_not_cancellable",
+            format!("The task has already {status}; only queued or running tasks can be cancelled."),
+        )),
+    }
+}

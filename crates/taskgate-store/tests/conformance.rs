@@ -1,0 +1,97 @@
+//! The store conformance suite: every check runs against SQLite and against
+//! PostgreSQL, so the two backends cannot drift apart.
+//!
+//! Each check is an `async fn(Arc<dyn Store>)` in one of the modules below; the
+//! `conformance!` macro turns the list of checks into one `#[tokio::test]` per
+//! check and backend (`sqlite::accounts::create_get_list_count`,
+//! `postgres::accounts::create_get_list_count`, …). The harness gives every test
+//! a fresh, migrated store of its own.
+//!
+//! SQLite uses a temporary file. PostgreSQL uses a fresh database on the server
+//! named by `TASKGATE_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`); without a server the PostgreSQL
+//! tests print `SKIPPED: …` and pass, unless `CI=true`, where they fail.
+
+#[path = "conformance/harness.rs"]
+mod harness;
+
+#[path = "conformance/fixtures.rs"]
+mod fixtures;
+
+#[path = "conformance/accounts.rs"]
+mod accounts;
+#[path = "conformance/concurrency.rs"]
+mod concurrency;
+#[path = "conformance/idempotency.rs"]
+mod idempotency;
+#[path = "conformance/keys.rs"]
+mod keys;
+#[path = "conformance/lifecycle.rs"]
+mod lifecycle;
+#[path = "conformance/tasks.rs"]
+mod tasks;
+
+/// One test per backend and check. A check named here runs on every backend.
+macro_rules! conformance {
+    ($($module:ident: [$($check:ident),* $(,)?]),* $(,)?) => {
+        conformance!(@backend sqlite; $($module: [$($check),*]),*);
+        conformance!(@backend postgres; $($module: [$($check),*]),*);
+    };
+    (@backend $backend:ident; $($module:ident: [$($check:ident),*]),*) => {
+        mod $backend {
+            $(
+                mod $module {
+                    $(
+                        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                        async fn $check() {
+                            crate::harness::$backend(crate::$module::$check).await;
+                        }
+                    )*
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    accounts: [
+        create_get_list_count,
+        update_keeps_absent_fields,
+    ],
+    keys: [
+        create_get_find_list,
+        revoke_keeps_first_time,
+        roll_caps_old_expiry,
+        roll_refuses_revoked_and_unknown,
+        roll_is_atomic,
+        touch_only_moves_forward,
+    ],
+    tasks: [
+        insert_and_get_scoped,
+        list_filters,
+        list_bounds_order_limit,
+        queued_ids_oldest_first,
+    ],
+    lifecycle: [
+        claim_only_once,
+        finish_only_from_running,
+        finish_charges_spend,
+        finish_after_cancel_is_dropped,
+        cancel_transitions,
+        renew_counts_own_running_tasks,
+        interrupt_expired_and_dead_runner,
+    ],
+    idempotency: [
+        begin_outcomes,
+        abandon_frees_in_progress_only,
+        expired_records_restart,
+        stale_records_taken_over_once,
+        purge_removes_old_records,
+    ],
+    concurrency: [
+        concurrent_begin_starts_once,
+        concurrent_stale_takeover_once,
+        concurrent_claim_once,
+        concurrent_finish_once,
+    ],
+}

@@ -1,0 +1,162 @@
+//! Races: many callers at once, exactly one winner.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use taskgate_store::{IdempotencyState, Store};
+use tokio::sync::Barrier;
+use tokio::task::JoinSet;
+
+use crate::fixtures::{MINUTE, T0, begin, event_statuses, fetch, finish, insert, new_account, task};
+
+/// Runs `n` copies of `op` (given their index) at once, released together;
+/// returns their results in index order.
+async fn race<T, F, Fut>(n: usize, op: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let barrier = Arc::new(Barrier::new(n));
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let barrier = barrier.clone();
+        let fut = op(i);
+        set.spawn(async move {
+            barrier.wait().await;
+            (i, fut.await)
+        });
+    }
+    let mut results: Vec<(usize, T)> = set.join_all().await;
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+pub async fn concurrent_begin_starts_once(store: Arc<dyn Store>) {
+    let results = race(50, |i| {
+        let store = store.clone();
+        async move {
+            let b = begin("acct_a", "order-1", "hash-1", T0 + i as i64);
+            store.idempotency_begin(&b).await.expect("begin")
+        }
+    })
+    .await;
+    let started = results.iter().filter(|s| **s == IdempotencyState::Started).count();
+    let in_progress = results.iter().filter(|s| **s == IdempotencyState::InProgress).count();
+    assert_eq!(started, 1, "{results:?}");
+    assert_eq!(in_progress, 49, "{results:?}");
+}
+
+pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
+    let first = begin("acct_a", "order-1", "hash-1", T0);
+    assert_eq!(store.idempotency_begin(&first).await.unwrap(), IdempotencyState::Started);
+
+    // Ten minutes later the record is stale and everyone tries to take it over.
+    let results = race(20, |i| {
+        let store = store.clone();
+        async move {
+            let b = begin("acct_a", "order-1", "hash-1", T0 + 10 * MINUTE + i as i64);
+            store.idempotency_begin(&b).await.expect("begin")
+        }
+    })
+    .await;
+    let started = results.iter().filter(|s| **s == IdempotencyState::Started).count();
+    assert_eq!(started, 1, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|s| matches!(s, IdempotencyState::Started | IdempotencyState::InProgress)),
+        "{results:?}"
+    );
+
+    // Likewise for an expired record, which restarts once.
+    store
+        .idempotency_complete("acct_a", "live", "order-1", 200, "{}")
+        .await
+        .unwrap();
+    let results = race(20, |_| {
+        let store = store.clone();
+        async move {
+            let b = begin("acct_a", "order-1", "hash-1", T0 + 2 * 24 * 60 * MINUTE);
+            store.idempotency_begin(&b).await.expect("begin")
+        }
+    })
+    .await;
+    let started = results.iter().filter(|s| **s == IdempotencyState::Started).count();
+    assert_eq!(started, 1, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|s| matches!(s, IdempotencyState::Started | IdempotencyState::InProgress)),
+        "{results:?}"
+    );
+}
+
+pub async fn concurrent_claim_once(store: Arc<dyn Store>) {
+    let queued = insert(&*store, task("acct_a", "live", "language")).await;
+    let results = race(20, |i| {
+        let (store, id) = (store.clone(), queued.id.clone());
+        async move {
+            let runner = format!("runner-{i}");
+            store
+                .claim_task(&id, &runner, T0 + 10, T0 + MINUTE)
+                .await
+                .expect("claim")
+        }
+    })
+    .await;
+    let winners: Vec<_> = results.into_iter().flatten().collect();
+    assert_eq!(winners.len(), 1, "exactly one claim wins");
+    let stored = fetch(&*store, &queued.id).await;
+    assert_eq!(stored, winners[0]);
+    assert_eq!(event_statuses(&stored), ["queued", "running"]);
+}
+
+pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let queued = insert(&*store, task(&acme.id, "live", "language")).await;
+    store
+        .claim_task(&queued.id, "runner-1", T0 + 10, T0 + MINUTE)
+        .await
+        .unwrap()
+        .expect("claim");
+
+    // A result, a cancellation and the sweeper race; one of them ends the task.
+    let results = race(12, |i| {
+        let (store, id, account) = (store.clone(), queued.id.clone(), acme.id.clone());
+        async move {
+            match i % 3 {
+                0 => {
+                    let done = finish("succeeded", 1_000, T0 + 20, Some(&account));
+                    store.finish_task(&id, &done).await.expect("finish")
+                }
+                1 => {
+                    let t = store.cancel_task(&account, "live", &id, T0 + 20).await;
+                    t.expect("cancel").expect("task").status == "cancelled"
+                }
+                _ => {
+                    let ids = store.interrupt_expired(T0 + 2 * MINUTE, None).await;
+                    !ids.expect("interrupt").is_empty()
+                }
+            }
+        }
+    })
+    .await;
+    // Cancel reports the state afterwards, so a cancel that lost to another
+    // cancel also sees "cancelled"; count ends by event instead.
+    let stored = fetch(&*store, &queued.id).await;
+    let statuses = event_statuses(&stored);
+    assert_eq!(statuses.len(), 3, "one end event: {statuses:?}");
+    assert_eq!(statuses[2], stored.status);
+    let finishes = results.iter().step_by(3).filter(|won| **won).count();
+    let sweeps = results.iter().skip(2).step_by(3).filter(|won| **won).count();
+    match stored.status.as_str() {
+        "succeeded" => assert_eq!((finishes, sweeps), (1, 0)),
+        "cancelled" => assert_eq!((finishes, sweeps), (0, 0)),
+        "failed" => assert_eq!((finishes, sweeps), (0, 1)),
+        other => panic!("unexpected end status {other}"),
+    }
+    let spend = store.month_spend(&acme.id, "2026-01").await.unwrap();
+    let charged = if stored.status == "succeeded" { 1_000 } else { 0 };
+    assert_eq!(spend, charged, "the cost counts once, and only for a result");
+}
