@@ -1,0 +1,277 @@
+//! The command line of api-v1.md §8.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde_json::Value;
+use taskgate_core::duration::parse_duration_ms;
+use taskgate_core::KeyType;
+use taskgate_server::admin;
+use taskgate_server::Config;
+
+#[derive(Parser)]
+#[command(name = "taskgate", version, about = "One REST interface to many AI services")]
+pub struct Cli {
+    /// Configuration file (default: ./taskgate.toml if it exists).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service.
+    Serve,
+    /// Bring the store's schema up to date.
+    Migrate,
+    /// Manage accounts.
+    #[command(subcommand)]
+    Accounts(AccountsCommand),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Subcommand)]
+enum AccountsCommand {
+    /// Create an account.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "free")]
+        plan: String,
+        /// Monthly spend limit in USD, e.g. 25 or 0.50.
+        #[arg(long)]
+        monthly_spend_limit: Option<String>,
+    },
+    /// Change an account's plan, status or monthly spend limit.
+    Update {
+        id: String,
+        #[arg(long)]
+        plan: Option<String>,
+        /// active or suspended.
+        #[arg(long)]
+        status: Option<String>,
+        /// USD, or `none` to remove the limit.
+        #[arg(long)]
+        monthly_spend_limit: Option<String>,
+    },
+    /// List accounts.
+    List,
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a key; its secret is printed this once.
+    Create(CreateKey),
+    /// List an account's keys.
+    List {
+        #[arg(long)]
+        account: String,
+    },
+    /// Revoke a key at once.
+    Revoke { key_id: String },
+    /// Replace a key: a new key now, the old one expires after the grace period.
+    Roll {
+        key_id: String,
+        /// How long the old key keeps working, e.g. 0, 1h, 7d.
+        #[arg(long, default_value = "24h")]
+        grace: String,
+    },
+}
+
+#[derive(Args)]
+struct CreateKey {
+    #[arg(long)]
+    account: String,
+    /// live, test or restricted.
+    #[arg(long = "type")]
+    key_type: String,
+    #[arg(long)]
+    name: String,
+    /// Restricted keys: comma-separated scopes (apis:read, tasks:read, tasks:write).
+    #[arg(long, value_delimiter = ',')]
+    scopes: Option<Vec<String>>,
+    /// Restricted keys: the only API slugs the key may call.
+    #[arg(long, value_delimiter = ',')]
+    apis: Option<Vec<String>>,
+    /// Expire after this long, e.g. 90d.
+    #[arg(long)]
+    expires_in: Option<String>,
+}
+
+/// Defaults, then the TOML file, then `TASKGATE_*` (nested with `__`).
+pub fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    match path {
+        Some(p) => {
+            if !p.exists() {
+                bail!("config file {} does not exist", p.display());
+            }
+            figment = figment.merge(Toml::file_exact(p));
+        }
+        None => figment = figment.merge(Toml::file("taskgate.toml")),
+    }
+    let config: Config = figment
+        .merge(Env::prefixed("TASKGATE_").split("__").map(|k| k.as_str().to_lowercase().into()))
+        .extract()
+        .context("invalid configuration")?;
+    config.validate().map_err(anyhow::Error::msg)?;
+    Ok(config)
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = load_config(cli.config.as_ref())?;
+    let json = cli.json;
+    match cli.command {
+        Command::Serve => serve(config).await,
+        Command::Migrate => {
+            let store = taskgate_server::open_store(&config).await?;
+            print(json, &serde_json::json!({ "migrated": true, "backend": store.backend() }), "The store's schema is up to date.");
+            Ok(())
+        }
+        Command::Accounts(cmd) => {
+            let store = taskgate_server::open_store(&config).await?;
+            let out = match cmd {
+                AccountsCommand::Create { name, plan, monthly_spend_limit } => {
+                    admin::create_account(&*store, &config, &name, &plan, monthly_spend_limit.as_deref()).await?
+                }
+                AccountsCommand::Update { id, plan, status, monthly_spend_limit } => {
+                    admin::update_account(
+                        &*store,
+                        &config,
+                        &id,
+                        plan.as_deref(),
+                        status.as_deref(),
+                        monthly_spend_limit.as_deref(),
+                    )
+                    .await?
+                }
+                AccountsCommand::List => admin::list_accounts(&*store).await?,
+            };
+            print_value(json, &out);
+            Ok(())
+        }
+        Command::Keys(cmd) => {
+            let store = taskgate_server::open_store(&config).await?;
+            let out = match cmd {
+                KeysCommand::Create(k) => {
+                    let key_type: KeyType = k.key_type.parse().map_err(anyhow::Error::msg)?;
+                    let expires_in_ms = k
+                        .expires_in
+                        .as_deref()
+                        .map(parse_duration_ms)
+                        .transpose()
+                        .map_err(anyhow::Error::msg)?;
+                    admin::create_key(
+                        &*store,
+                        admin::NewKey {
+                            account_id: &k.account,
+                            key_type,
+                            name: &k.name,
+                            scopes: k.scopes,
+                            apis: k.apis,
+                            expires_in_ms,
+                        },
+                    )
+                    .await?
+                }
+                KeysCommand::List { account } => admin::list_keys(&*store, &account).await?,
+                KeysCommand::Revoke { key_id } => admin::revoke_key(&*store, &key_id).await?,
+                KeysCommand::Roll { key_id, grace } => {
+                    let grace_ms = parse_duration_ms(&grace).map_err(anyhow::Error::msg)?;
+                    admin::roll_key(&*store, &key_id, grace_ms).await?
+                }
+            };
+            print_value(json, &out);
+            Ok(())
+        }
+    }
+}
+
+fn print(json: bool, value: &Value, text: &str) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// JSON for scripts; pretty JSON for people (the objects are the interface).
+fn print_value(json: bool, value: &Value) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    init_tracing(&config.log_format);
+    let store = taskgate_server::open_store(&config).await?;
+    if let Some((account, live, test)) = admin::bootstrap(&*store, &config).await? {
+        first_start_banner(&config, &account, &live, &test);
+    }
+    let server = taskgate_server::start(config, store, None).await?;
+    tracing::info!(addr = %server.addr, "taskgate is listening");
+    let token = server.shutdown_token();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+    server.wait().await
+}
+
+fn first_start_banner(config: &Config, account: &Value, live: &Value, test: &Value) {
+    let s = |v: &Value, k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    let base = format!("http://{}", config.listen);
+    println!(
+        "\nFirst start: created the account `default` ({}) and two API keys.\n\
+         They are shown this once; keep them somewhere safe.\n\n  \
+         live key: {}\n  test key: {}\n\n\
+         Try it:\n\n  curl -s {base}/api/v1/call \\\n    -H 'Authorization: Bearer {}' \\\n    \
+         -H 'Content-Type: application/json' \\\n    \
+         -d '{{\"api\": \"sentiment\", \"input\": {{\"text\": \"I love this\"}}}}'\n",
+        s(account, "id"),
+        s(live, "secret"),
+        s(test, "secret"),
+        s(test, "secret"),
+    );
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TASKGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
