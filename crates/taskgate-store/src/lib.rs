@@ -48,7 +48,11 @@ pub trait Store: Send + Sync + 'static {
     async fn get_account(&self, id: &str) -> StoreResult<Option<Account>>;
     async fn list_accounts(&self) -> StoreResult<Vec<Account>>;
     async fn count_accounts(&self) -> StoreResult<i64>;
-    async fn update_account(&self, id: &str, update: &AccountUpdate) -> StoreResult<Option<Account>>;
+    async fn update_account(
+        &self,
+        id: &str,
+        update: &AccountUpdate,
+    ) -> StoreResult<Option<Account>>;
 
     // API keys.
     async fn create_key(&self, key: &KeyRecord, key_hash: &str) -> StoreResult<()>;
@@ -69,29 +73,58 @@ pub trait Store: Send + Sync + 'static {
 
     // Tasks.
     async fn insert_task(&self, task: &TaskRecord) -> StoreResult<()>;
-    async fn get_task(&self, account_id: &str, mode: &str, id: &str) -> StoreResult<Option<TaskRecord>>;
+    async fn get_task(
+        &self,
+        account_id: &str,
+        mode: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskRecord>>;
     async fn get_task_by_id(&self, id: &str) -> StoreResult<Option<TaskRecord>>;
     async fn list_tasks(&self, query: &TaskQuery) -> StoreResult<Vec<TaskRecord>>;
     /// `queued → running` if the task is still queued; the claimed task.
-    async fn claim_task(&self, id: &str, runner: &str, now: i64, lease_until: i64) -> StoreResult<Option<TaskRecord>>;
+    async fn claim_task(
+        &self,
+        id: &str,
+        runner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> StoreResult<Option<TaskRecord>>;
     /// `running → succeeded|failed`, only if the task is still running (a
     /// cancelled task's late result is dropped). Adds `finish.cost_micros` to
     /// the account's spend for the month of `finish.completed_at` when live.
     async fn finish_task(&self, id: &str, finish: &TaskFinish) -> StoreResult<bool>;
     /// `queued|running → cancelled`. Returns the task as it stands afterwards.
-    async fn cancel_task(&self, account_id: &str, mode: &str, id: &str, now: i64) -> StoreResult<Option<TaskRecord>>;
+    async fn cancel_task(
+        &self,
+        account_id: &str,
+        mode: &str,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<TaskRecord>>;
     /// Ids of queued tasks, oldest first.
     async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<String>>;
     async fn renew_leases(&self, runner: &str, lease_until: i64) -> StoreResult<u64>;
     /// Running tasks whose runner stopped renewing its lease, or whose runner
     /// is `dead_runner` (this instance's previous life), end `failed` with
     /// `interrupted`. Returns their ids.
-    async fn interrupt_expired(&self, now: i64, dead_runner: Option<&str>) -> StoreResult<Vec<String>>;
+    async fn interrupt_expired(
+        &self,
+        now: i64,
+        dead_runner: Option<&str>,
+    ) -> StoreResult<Vec<String>>;
 
     // Idempotency keys.
     async fn idempotency_begin(&self, begin: &IdempotencyBegin) -> StoreResult<IdempotencyState>;
-    async fn idempotency_complete(&self, account_id: &str, mode: &str, key: &str, status_code: i64, response: &str) -> StoreResult<()>;
-    async fn idempotency_abandon(&self, account_id: &str, mode: &str, key: &str) -> StoreResult<()>;
+    async fn idempotency_complete(
+        &self,
+        account_id: &str,
+        mode: &str,
+        key: &str,
+        status_code: i64,
+        response: &str,
+    ) -> StoreResult<()>;
+    async fn idempotency_abandon(&self, account_id: &str, mode: &str, key: &str)
+    -> StoreResult<()>;
     async fn idempotency_purge(&self, created_before: i64) -> StoreResult<u64>;
 
     // Spend.

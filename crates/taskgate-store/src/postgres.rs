@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 
-use crate::sql::impl_store;
 use crate::StoreResult;
+use crate::sql::impl_store;
 
 mod dialect {
     crate::sql::dialect_statements!("(events::jsonb || jsonb_build_array(", "::jsonb))::text");
@@ -35,7 +35,9 @@ impl PgStore {
     }
 
     async fn run_migrations(&self) -> StoreResult<()> {
-        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&self.pool)
+            .await?;
         Ok(())
     }
 }

@@ -7,8 +7,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::sql::impl_store;
 use crate::{StoreError, StoreResult};
@@ -60,7 +60,9 @@ impl SqliteStore {
     }
 
     async fn run_migrations(&self) -> StoreResult<()> {
-        sqlx::migrate!("./migrations/sqlite").run(&self.write).await?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&self.write)
+            .await?;
         Ok(())
     }
 }

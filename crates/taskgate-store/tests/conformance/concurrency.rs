@@ -7,7 +7,9 @@ use taskgate_store::{IdempotencyState, Store};
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
-use crate::fixtures::{MINUTE, T0, begin, event_statuses, fetch, finish, insert, new_account, task};
+use crate::fixtures::{
+    MINUTE, T0, begin, event_statuses, fetch, finish, insert, new_account, task,
+};
 
 /// Runs `n` copies of `op` (given their index) at once, released together;
 /// returns their results in index order.
@@ -41,15 +43,24 @@ pub async fn concurrent_begin_starts_once(store: Arc<dyn Store>) {
         }
     })
     .await;
-    let started = results.iter().filter(|s| **s == IdempotencyState::Started).count();
-    let in_progress = results.iter().filter(|s| **s == IdempotencyState::InProgress).count();
+    let started = results
+        .iter()
+        .filter(|s| **s == IdempotencyState::Started)
+        .count();
+    let in_progress = results
+        .iter()
+        .filter(|s| **s == IdempotencyState::InProgress)
+        .count();
     assert_eq!(started, 1, "{results:?}");
     assert_eq!(in_progress, 49, "{results:?}");
 }
 
 pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
     let first = begin("acct_a", "order-1", "hash-1", T0);
-    assert_eq!(store.idempotency_begin(&first).await.unwrap(), IdempotencyState::Started);
+    assert_eq!(
+        store.idempotency_begin(&first).await.unwrap(),
+        IdempotencyState::Started
+    );
 
     // Ten minutes later the record is stale and everyone tries to take it over.
     let results = race(20, |i| {
@@ -60,7 +71,10 @@ pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
         }
     })
     .await;
-    let started = results.iter().filter(|s| **s == IdempotencyState::Started).count();
+    let started = results
+        .iter()
+        .filter(|s| **s == IdempotencyState::Started)
+        .count();
     assert_eq!(started, 1, "{results:?}");
     assert!(
         results
@@ -82,7 +96,10 @@ pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
         }
     })
     .await;
-    let started = results.iter().filter(|s| **s == IdempotencyState::Started).count();
+    let started = results
+        .iter()
+        .filter(|s| **s == IdempotencyState::Started)
+        .count();
     assert_eq!(started, 1, "{results:?}");
     assert!(
         results
@@ -149,7 +166,12 @@ pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
     assert_eq!(statuses.len(), 3, "one end event: {statuses:?}");
     assert_eq!(statuses[2], stored.status);
     let finishes = results.iter().step_by(3).filter(|won| **won).count();
-    let sweeps = results.iter().skip(2).step_by(3).filter(|won| **won).count();
+    let sweeps = results
+        .iter()
+        .skip(2)
+        .step_by(3)
+        .filter(|won| **won)
+        .count();
     match stored.status.as_str() {
         "succeeded" => assert_eq!((finishes, sweeps), (1, 0)),
         "cancelled" => assert_eq!((finishes, sweeps), (0, 0)),
@@ -157,6 +179,13 @@ pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
         other => panic!("unexpected end status {other}"),
     }
     let spend = store.month_spend(&acme.id, "2026-01").await.unwrap();
-    let charged = if stored.status == "succeeded" { 1_000 } else { 0 };
-    assert_eq!(spend, charged, "the cost counts once, and only for a result");
+    let charged = if stored.status == "succeeded" {
+        1_000
+    } else {
+        0
+    };
+    assert_eq!(
+        spend, charged,
+        "the cost counts once, and only for a result"
+    );
 }

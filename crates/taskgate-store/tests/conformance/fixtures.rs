@@ -27,7 +27,10 @@ pub fn account(name: &str) -> Account {
 
 pub async fn new_account(store: &dyn Store, name: &str) -> Account {
     let account = account(name);
-    store.create_account(&account).await.expect("create account");
+    store
+        .create_account(&account)
+        .await
+        .expect("create account");
     account
 }
 
@@ -54,7 +57,10 @@ pub fn hash_of(key: &KeyRecord) -> String {
 }
 
 pub async fn new_key(store: &dyn Store, key: KeyRecord) -> KeyRecord {
-    store.create_key(&key, &hash_of(&key)).await.expect("create key");
+    store
+        .create_key(&key, &hash_of(&key))
+        .await
+        .expect("create key");
     key
 }
 
@@ -139,7 +145,12 @@ pub async fn running_task(
         .expect("queued task is claimable")
 }
 
-pub fn finish(status: &str, cost_micros: i64, completed_at: i64, charge: Option<&str>) -> TaskFinish {
+pub fn finish(
+    status: &str,
+    cost_micros: i64,
+    completed_at: i64,
+    charge: Option<&str>,
+) -> TaskFinish {
     let succeeded = status == "succeeded";
     TaskFinish {
         status: status.to_owned(),
@@ -160,7 +171,10 @@ pub fn finish(status: &str, cost_micros: i64, completed_at: i64, charge: Option<
 pub fn events(t: &TaskRecord) -> Vec<Value> {
     match serde_json::from_str(&t.events) {
         Ok(Value::Array(items)) => items,
-        other => panic!("events of {} is not a JSON array: {other:?} ({})", t.id, t.events),
+        other => panic!(
+            "events of {} is not a JSON array: {other:?} ({})",
+            t.id, t.events
+        ),
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgConnection};
 use taskgate_core::ids::{IdKind, new_id};
 use taskgate_store::Store;
 
@@ -43,13 +43,17 @@ where
 {
     let admin_url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_owned());
-    let admin = match PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(&admin_url)
-        .await
-    {
-        Ok(pool) => pool,
+    // One admin connection; a server that does not answer within 5 s counts
+    // as absent.
+    let connected =
+        match tokio::time::timeout(Duration::from_secs(5), PgConnection::connect(&admin_url)).await
+        {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer within 5 s".to_owned()),
+        };
+    let mut admin = match connected {
+        Ok(conn) => conn,
         Err(e) => {
             let shown = redact(&admin_url);
             if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -65,7 +69,7 @@ where
 
     let database = format!("taskgate_conf_{}", unique_suffix());
     sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .execute(&admin)
+        .execute(&mut admin)
         .await
         .unwrap_or_else(|e| panic!("CREATE DATABASE {database}: {e}"));
 
@@ -75,9 +79,9 @@ where
     let dropped = sqlx::query(AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
     )))
-    .execute(&admin)
+    .execute(&mut admin)
     .await;
-    admin.close().await;
+    let _ = admin.close().await;
     if let Err(e) = outcome {
         resume_unwind(e.into_panic());
     }
@@ -105,7 +109,8 @@ where
 /// A name part unique across tests and processes: a fresh ULID, lowercased.
 fn unique_suffix() -> String {
     let id = new_id(IdKind::Request);
-    id.trim_start_matches(IdKind::Request.prefix()).to_ascii_lowercase()
+    id.trim_start_matches(IdKind::Request.prefix())
+        .to_ascii_lowercase()
 }
 
 /// `url` with its database path replaced by `database` (query kept).

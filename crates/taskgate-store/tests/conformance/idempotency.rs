@@ -30,7 +30,10 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
     assert_eq!(state(s, &other_body).await, IdempotencyState::Mismatch);
 
     // Keys are scoped to the account and the mode.
-    assert_eq!(state(s, &begin("acct_b", "order-1", "hash-2", T0)).await, IdempotencyState::Started);
+    assert_eq!(
+        state(s, &begin("acct_b", "order-1", "hash-2", T0)).await,
+        IdempotencyState::Started
+    );
     let mut test_mode = begin("acct_a", "order-1", "hash-1", T0);
     test_mode.mode = "test".to_owned();
     assert_eq!(state(s, &test_mode).await, IdempotencyState::Started);
@@ -74,7 +77,9 @@ pub async fn abandon_frees_in_progress_only(store: Arc<dyn Store>) {
 
     // Abandoned (the request failed before an answer): the key is free again,
     // even for another body.
-    s.idempotency_abandon("acct_a", "live", "order-1").await.unwrap();
+    s.idempotency_abandon("acct_a", "live", "order-1")
+        .await
+        .unwrap();
     let other_body = begin("acct_a", "order-1", "hash-2", T0 + 10);
     assert_eq!(state(s, &other_body).await, IdempotencyState::Started);
     assert_eq!(state(s, &other_body).await, IdempotencyState::InProgress);
@@ -83,28 +88,47 @@ pub async fn abandon_frees_in_progress_only(store: Arc<dyn Store>) {
     s.idempotency_complete("acct_a", "live", "order-1", 201, "{}")
         .await
         .unwrap();
-    s.idempotency_abandon("acct_a", "live", "order-1").await.unwrap();
+    s.idempotency_abandon("acct_a", "live", "order-1")
+        .await
+        .unwrap();
     assert_eq!(state(s, &other_body).await, done(201, "{}"));
 
     // Only the named key is abandoned; unknown keys are fine.
     let kept = begin("acct_a", "order-2", "hash-1", T0);
     assert_eq!(state(s, &kept).await, IdempotencyState::Started);
-    s.idempotency_abandon("acct_b", "live", "order-2").await.unwrap();
-    s.idempotency_abandon("acct_a", "test", "order-2").await.unwrap();
-    s.idempotency_abandon("acct_a", "live", "missing").await.unwrap();
+    s.idempotency_abandon("acct_b", "live", "order-2")
+        .await
+        .unwrap();
+    s.idempotency_abandon("acct_a", "test", "order-2")
+        .await
+        .unwrap();
+    s.idempotency_abandon("acct_a", "live", "missing")
+        .await
+        .unwrap();
     assert_eq!(state(s, &kept).await, IdempotencyState::InProgress);
 }
 
 pub async fn expired_records_restart(store: Arc<dyn Store>) {
     let s = &*store;
     // A completed record and an in-progress one, both from T0.
-    assert_eq!(state(s, &begin("acct_a", "done", "hash-1", T0)).await, IdempotencyState::Started);
-    s.idempotency_complete("acct_a", "live", "done", 200, "{}").await.unwrap();
-    assert_eq!(state(s, &begin("acct_a", "open", "hash-1", T0)).await, IdempotencyState::Started);
+    assert_eq!(
+        state(s, &begin("acct_a", "done", "hash-1", T0)).await,
+        IdempotencyState::Started
+    );
+    s.idempotency_complete("acct_a", "live", "done", 200, "{}")
+        .await
+        .unwrap();
+    assert_eq!(
+        state(s, &begin("acct_a", "open", "hash-1", T0)).await,
+        IdempotencyState::Started
+    );
 
     // Just inside the window: still remembered.
     let edge = T0 + DAY;
-    assert_eq!(state(s, &begin("acct_a", "done", "hash-1", edge)).await, done(200, "{}"));
+    assert_eq!(
+        state(s, &begin("acct_a", "done", "hash-1", edge)).await,
+        done(200, "{}")
+    );
     assert_eq!(
         state(s, &begin("acct_a", "done", "hash-2", edge)).await,
         IdempotencyState::Mismatch
@@ -126,7 +150,10 @@ pub async fn expired_records_restart(store: Arc<dyn Store>) {
 
 pub async fn stale_records_taken_over_once(store: Arc<dyn Store>) {
     let s = &*store;
-    assert_eq!(state(s, &begin("acct_a", "order-1", "hash-1", T0)).await, IdempotencyState::Started);
+    assert_eq!(
+        state(s, &begin("acct_a", "order-1", "hash-1", T0)).await,
+        IdempotencyState::Started
+    );
 
     // Not stale yet (stale_before = now - 5 min = T0): in progress.
     let at_edge = begin("acct_a", "order-1", "hash-1", T0 + 5 * MINUTE);
@@ -156,10 +183,17 @@ pub async fn purge_removes_old_records(store: Arc<dyn Store>) {
     assert_eq!(s.idempotency_purge(T0 + DAY).await.unwrap(), 0);
 
     for (key, at) in [("a", T0), ("b", T0 + 10), ("c", T0 + 20), ("d", T0 + 30)] {
-        assert_eq!(state(s, &begin("acct_a", key, "hash-1", at)).await, IdempotencyState::Started);
+        assert_eq!(
+            state(s, &begin("acct_a", key, "hash-1", at)).await,
+            IdempotencyState::Started
+        );
     }
-    s.idempotency_complete("acct_a", "live", "a", 200, "{}").await.unwrap();
-    s.idempotency_complete("acct_a", "live", "c", 200, "{}").await.unwrap();
+    s.idempotency_complete("acct_a", "live", "a", 200, "{}")
+        .await
+        .unwrap();
+    s.idempotency_complete("acct_a", "live", "c", 200, "{}")
+        .await
+        .unwrap();
 
     // Created strictly before the bound: done or not.
     assert_eq!(s.idempotency_purge(T0 + 20).await.unwrap(), 2);
@@ -168,10 +202,20 @@ pub async fn purge_removes_old_records(store: Arc<dyn Store>) {
     let now = T0 + 40;
     for key in ["a", "b"] {
         let b = begin("acct_a", key, "hash-2", now);
-        assert_eq!(state(s, &b).await, IdempotencyState::Started, "purged key {key}");
+        assert_eq!(
+            state(s, &b).await,
+            IdempotencyState::Started,
+            "purged key {key}"
+        );
     }
-    assert_eq!(state(s, &begin("acct_a", "c", "hash-1", now)).await, done(200, "{}"));
-    assert_eq!(state(s, &begin("acct_a", "d", "hash-1", now)).await, IdempotencyState::InProgress);
+    assert_eq!(
+        state(s, &begin("acct_a", "c", "hash-1", now)).await,
+        done(200, "{}")
+    );
+    assert_eq!(
+        state(s, &begin("acct_a", "d", "hash-1", now)).await,
+        IdempotencyState::InProgress
+    );
 
     assert_eq!(s.idempotency_purge(now + 1).await.unwrap(), 4);
 }

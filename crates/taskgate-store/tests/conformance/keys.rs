@@ -44,7 +44,12 @@ pub async fn create_get_find_list(store: Arc<dyn Store>) {
 
     // Hashes and ids are unique, and a key needs an existing account.
     let mut same_hash = key(&acme.id);
-    assert!(store.create_key(&same_hash, &hash_of(&plain)).await.is_err());
+    assert!(
+        store
+            .create_key(&same_hash, &hash_of(&plain))
+            .await
+            .is_err()
+    );
     same_hash.id = plain.id.clone();
     assert!(store.create_key(&same_hash, "sha256:fresh").await.is_err());
     let orphan = key("acct_missing");
@@ -189,7 +194,10 @@ pub async fn roll_is_atomic(store: Arc<dyn Store>) {
     assert!(result.is_err(), "a duplicate hash must fail the roll");
     assert_eq!(store.get_key(&old.id).await.unwrap(), Some(old.clone()));
     assert_eq!(store.get_key(&new.id).await.unwrap(), None);
-    assert_eq!(store.list_keys(&acme.id).await.unwrap(), vec![old.clone(), other]);
+    assert_eq!(
+        store.list_keys(&acme.id).await.unwrap(),
+        vec![old.clone(), other]
+    );
 
     // The store still works afterwards.
     store
@@ -212,8 +220,14 @@ pub async fn touch_only_moves_forward(store: Arc<dyn Store>) {
         .touch_keys(&[(first.id.clone(), T0 + 100), (second.id.clone(), T0 + 200)])
         .await
         .unwrap();
-    assert_eq!(last_used(store.get_key(&first.id).await.unwrap()), Some(T0 + 100));
-    assert_eq!(last_used(store.get_key(&second.id).await.unwrap()), Some(T0 + 200));
+    assert_eq!(
+        last_used(store.get_key(&first.id).await.unwrap()),
+        Some(T0 + 100)
+    );
+    assert_eq!(
+        last_used(store.get_key(&second.id).await.unwrap()),
+        Some(T0 + 200)
+    );
 
     // Earlier or equal times are ignored; later ones win, also within a batch;
     // unknown ids are ignored.
@@ -226,8 +240,14 @@ pub async fn touch_only_moves_forward(store: Arc<dyn Store>) {
         ])
         .await
         .unwrap();
-    assert_eq!(last_used(store.get_key(&first.id).await.unwrap()), Some(T0 + 100));
-    assert_eq!(last_used(store.get_key(&second.id).await.unwrap()), Some(T0 + 300));
+    assert_eq!(
+        last_used(store.get_key(&first.id).await.unwrap()),
+        Some(T0 + 100)
+    );
+    assert_eq!(
+        last_used(store.get_key(&second.id).await.unwrap()),
+        Some(T0 + 300)
+    );
 
     store
         .touch_keys(&[(first.id.clone(), T0 + 100), (first.id.clone(), T0 + 150)])

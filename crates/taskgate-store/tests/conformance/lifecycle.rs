@@ -38,19 +38,46 @@ pub async fn claim_only_once(store: Arc<dyn Store>) {
 
     // Only once: a second claim, by anyone, gets nothing and changes nothing.
     for runner in ["runner-1", "runner-2"] {
-        let again = store.claim_task(&queued.id, runner, now + 5, now + HOUR).await;
+        let again = store
+            .claim_task(&queued.id, runner, now + 5, now + HOUR)
+            .await;
         assert_eq!(again.unwrap(), None);
     }
     assert_eq!(fetch(&*store, &queued.id).await, claimed);
 
     // Unknown, ended and cancelled tasks cannot be claimed.
-    assert_eq!(store.claim_task("task_missing", "runner-1", now, lease).await.unwrap(), None);
-    let ended = insert(&*store, ended_task("acct_a", "live", "language", "succeeded")).await;
-    assert_eq!(store.claim_task(&ended.id, "runner-1", now, lease).await.unwrap(), None);
+    assert_eq!(
+        store
+            .claim_task("task_missing", "runner-1", now, lease)
+            .await
+            .unwrap(),
+        None
+    );
+    let ended = insert(
+        &*store,
+        ended_task("acct_a", "live", "language", "succeeded"),
+    )
+    .await;
+    assert_eq!(
+        store
+            .claim_task(&ended.id, "runner-1", now, lease)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(fetch(&*store, &ended.id).await, ended);
     let cancelled = insert(&*store, task("acct_a", "live", "language")).await;
-    store.cancel_task("acct_a", "live", &cancelled.id, now).await.unwrap();
-    assert_eq!(store.claim_task(&cancelled.id, "runner-1", now, lease).await.unwrap(), None);
+    store
+        .cancel_task("acct_a", "live", &cancelled.id, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .claim_task(&cancelled.id, "runner-1", now, lease)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(fetch(&*store, &cancelled.id).await.status, "cancelled");
 }
 
@@ -74,7 +101,10 @@ pub async fn finish_only_from_running(store: Arc<dyn Store>) {
     assert_eq!(finished.started_at, Some(T0 + 10));
     assert_eq!(finished.runner.as_deref(), Some("runner-1"));
     assert_eq!(finished.input, claimed.input);
-    assert_eq!(event_statuses(&finished), ["queued", "running", "succeeded"]);
+    assert_eq!(
+        event_statuses(&finished),
+        ["queued", "running", "succeeded"]
+    );
     assert_eq!(last_event_at(&finished), T0 + 20);
 
     // A second finish is refused and changes nothing, spend included.
@@ -106,14 +136,18 @@ pub async fn finish_charges_spend(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let globex = new_account(&*store, "Globex").await;
     assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 0);
-    assert_eq!(store.month_spend("acct_missing", "2026-01").await.unwrap(), 0);
+    assert_eq!(
+        store.month_spend("acct_missing", "2026-01").await.unwrap(),
+        0
+    );
 
-    let finish_one = async |account: &str, status: &str, cost: i64, at: i64, charge: Option<&str>| {
-        let t = running_task(&*store, account, "runner-1", at - 10, at + MINUTE).await;
-        let done = finish(status, cost, at, charge);
-        assert!(store.finish_task(&t.id, &done).await.unwrap());
-        assert_eq!(fetch(&*store, &t.id).await.cost_micros, cost);
-    };
+    let finish_one =
+        async |account: &str, status: &str, cost: i64, at: i64, charge: Option<&str>| {
+            let t = running_task(&*store, account, "runner-1", at - 10, at + MINUTE).await;
+            let done = finish(status, cost, at, charge);
+            assert!(store.finish_task(&t.id, &done).await.unwrap());
+            assert_eq!(fetch(&*store, &t.id).await.cost_micros, cost);
+        };
 
     // Live costs add up per account and per month of completion.
     finish_one(&acme.id, "succeeded", 1_200, T0 + HOUR, Some(&acme.id)).await;
@@ -134,9 +168,26 @@ pub async fn finish_charges_spend(store: Arc<dyn Store>) {
 
     // Large sums need 64 bits.
     let big = 3_000_000_000_000;
-    finish_one(&globex.id, "succeeded", big, FEB + 2 * HOUR, Some(&globex.id)).await;
-    finish_one(&globex.id, "succeeded", big, FEB + 3 * HOUR, Some(&globex.id)).await;
-    assert_eq!(store.month_spend(&globex.id, "2026-02").await.unwrap(), 2 * big);
+    finish_one(
+        &globex.id,
+        "succeeded",
+        big,
+        FEB + 2 * HOUR,
+        Some(&globex.id),
+    )
+    .await;
+    finish_one(
+        &globex.id,
+        "succeeded",
+        big,
+        FEB + 3 * HOUR,
+        Some(&globex.id),
+    )
+    .await;
+    assert_eq!(
+        store.month_spend(&globex.id, "2026-02").await.unwrap(),
+        2 * big
+    );
 }
 
 pub async fn finish_after_cancel_is_dropped(store: Arc<dyn Store>) {
@@ -188,28 +239,55 @@ pub async fn cancel_transitions(store: Arc<dyn Store>) {
     assert_eq!(cancelled_running.completed_at, Some(T0 + 300));
     assert_eq!(cancelled_running.started_at, Some(T0 + 200));
     assert_eq!(cancelled_running.lease_until, None);
-    assert_eq!(event_statuses(&cancelled_running), ["queued", "running", "cancelled"]);
-    let at: Vec<_> = events(&cancelled_running).iter().map(|e| e["at"].as_i64()).collect();
+    assert_eq!(
+        event_statuses(&cancelled_running),
+        ["queued", "running", "cancelled"]
+    );
+    let at: Vec<_> = events(&cancelled_running)
+        .iter()
+        .map(|e| e["at"].as_i64())
+        .collect();
     assert_eq!(at, [Some(T0), Some(T0 + 200), Some(T0 + 300)]);
     assert_eq!(fetch(&*store, &running.id).await, cancelled_running);
 
     // Cancelling again returns the task unchanged.
-    let again = store.cancel_task(a, "live", &running.id, T0 + 400).await.unwrap();
+    let again = store
+        .cancel_task(a, "live", &running.id, T0 + 400)
+        .await
+        .unwrap();
     assert_eq!(again.as_ref(), Some(&cancelled_running));
 
     // Ended tasks are returned unchanged.
     for status in ["succeeded", "failed"] {
         let ended = insert(&*store, ended_task(a, "live", "language", status)).await;
-        let result = store.cancel_task(a, "live", &ended.id, T0 + 500).await.unwrap();
+        let result = store
+            .cancel_task(a, "live", &ended.id, T0 + 500)
+            .await
+            .unwrap();
         assert_eq!(result.as_ref(), Some(&ended));
         assert_eq!(fetch(&*store, &ended.id).await, ended);
     }
 
     // Unknown, or someone else's (other account or mode): None, untouched.
-    assert_eq!(store.cancel_task(a, "live", "task_missing", T0).await.unwrap(), None);
+    assert_eq!(
+        store
+            .cancel_task(a, "live", "task_missing", T0)
+            .await
+            .unwrap(),
+        None
+    );
     let other = insert(&*store, task(a, "live", "language")).await;
-    assert_eq!(store.cancel_task("acct_b", "live", &other.id, T0).await.unwrap(), None);
-    assert_eq!(store.cancel_task(a, "test", &other.id, T0).await.unwrap(), None);
+    assert_eq!(
+        store
+            .cancel_task("acct_b", "live", &other.id, T0)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.cancel_task(a, "test", &other.id, T0).await.unwrap(),
+        None
+    );
     assert_eq!(fetch(&*store, &other.id).await, other);
 }
 
@@ -220,12 +298,26 @@ pub async fn renew_counts_own_running_tasks(store: Arc<dyn Store>) {
     let theirs = running_task(&*store, a, "runner-b", T0, T0 + MINUTE).await;
     // runner-a's finished and cancelled tasks are not renewed.
     let done = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
-    assert!(store.finish_task(&done.id, &finish("succeeded", 0, T0 + 5, None)).await.unwrap());
+    assert!(
+        store
+            .finish_task(&done.id, &finish("succeeded", 0, T0 + 5, None))
+            .await
+            .unwrap()
+    );
     let gone = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
-    store.cancel_task(a, "live", &gone.id, T0 + 5).await.unwrap();
+    store
+        .cancel_task(a, "live", &gone.id, T0 + 5)
+        .await
+        .unwrap();
     let queued = insert(&*store, task(a, "live", "language")).await;
 
-    assert_eq!(store.renew_leases("runner-a", T0 + 2 * MINUTE).await.unwrap(), 2);
+    assert_eq!(
+        store
+            .renew_leases("runner-a", T0 + 2 * MINUTE)
+            .await
+            .unwrap(),
+        2
+    );
     for t in [&mine1, &mine2] {
         let renewed = fetch(&*store, &t.id).await;
         assert_eq!(renewed.lease_until, Some(T0 + 2 * MINUTE));
@@ -237,8 +329,20 @@ pub async fn renew_counts_own_running_tasks(store: Arc<dyn Store>) {
     assert_eq!(fetch(&*store, &gone.id).await.lease_until, None);
     assert_eq!(fetch(&*store, &queued.id).await, queued);
 
-    assert_eq!(store.renew_leases("runner-b", T0 + 3 * MINUTE).await.unwrap(), 1);
-    assert_eq!(store.renew_leases("runner-z", T0 + 3 * MINUTE).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .renew_leases("runner-b", T0 + 3 * MINUTE)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .renew_leases("runner-z", T0 + 3 * MINUTE)
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
@@ -253,37 +357,58 @@ pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
     let queued = insert(&*store, task(a, "live", "language")).await;
     let ended = insert(&*store, ended_task(a, "live", "language", "succeeded")).await;
 
-    assert_eq!(store.interrupt_expired(now, None).await.unwrap(), [expired.id.clone()]);
+    assert_eq!(
+        store.interrupt_expired(now, None).await.unwrap(),
+        [expired.id.clone()]
+    );
     let interrupted = fetch(&*store, &expired.id).await;
     assert_eq!(interrupted.status, "failed");
     assert_eq!(error_code(&interrupted).as_deref(), Some("interrupted"));
     assert_eq!(interrupted.completed_at, Some(now));
     assert_eq!(interrupted.lease_until, None);
-    assert_eq!(event_statuses(&interrupted), ["queued", "running", "failed"]);
+    assert_eq!(
+        event_statuses(&interrupted),
+        ["queued", "running", "failed"]
+    );
     assert_eq!(last_event_at(&interrupted), now);
     assert_eq!(fetch(&*store, &orphan.id).await, orphan);
 
     // The dead runner's tasks end whatever their lease; others stay.
-    let ids = store.interrupt_expired(now, Some("runner-dead")).await.unwrap();
+    let ids = store
+        .interrupt_expired(now, Some("runner-dead"))
+        .await
+        .unwrap();
     assert_eq!(ids, [orphan.id.clone()]);
     let interrupted = fetch(&*store, &orphan.id).await;
     assert_eq!(interrupted.status, "failed");
     assert_eq!(error_code(&interrupted).as_deref(), Some("interrupted"));
-    assert_eq!(event_statuses(&interrupted), ["queued", "running", "failed"]);
+    assert_eq!(
+        event_statuses(&interrupted),
+        ["queued", "running", "failed"]
+    );
 
     assert_eq!(fetch(&*store, &alive.id).await, alive);
     assert_eq!(fetch(&*store, &queued.id).await, queued);
     assert_eq!(fetch(&*store, &ended.id).await, ended);
 
     // Nothing left to interrupt; a late result of an interrupted task is dropped.
-    assert!(store.interrupt_expired(now, Some("runner-dead")).await.unwrap().is_empty());
+    assert!(
+        store
+            .interrupt_expired(now, Some("runner-dead"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let late = finish("succeeded", 100, now + 1, Some(a));
     assert!(!store.finish_task(&expired.id, &late).await.unwrap());
     assert_eq!(fetch(&*store, &expired.id).await.status, "failed");
 
     // Once its lease runs out, the live runner's task is interrupted too.
     let later = now + 2 * MINUTE;
-    assert_eq!(store.interrupt_expired(later, None).await.unwrap(), [alive.id.clone()]);
+    assert_eq!(
+        store.interrupt_expired(later, None).await.unwrap(),
+        [alive.id.clone()]
+    );
     // Several at once.
     let x = running_task(&*store, a, "runner-c", later, later + MINUTE).await;
     let y = running_task(&*store, a, "runner-c", later, later + MINUTE).await;

@@ -18,7 +18,8 @@ pub async fn insert_and_get_scoped(store: Arc<dyn Store>) {
     full.cost_micros = 9_007_199_254_740_993; // needs 64 bits
     full.idempotency_key = Some("idem-1".to_owned());
     full.sandbox = Some(r#"{"fail":"never"}"#.to_owned());
-    full.attempts = r#"[{"provider":"local","ok":false},{"provider":"local","ok":true}]"#.to_owned();
+    full.attempts =
+        r#"[{"provider":"local","ok":false},{"provider":"local","ok":true}]"#.to_owned();
     full.started_at = Some(T0 + 1);
     full.completed_at = Some(T0 + 2);
     full.runner = Some("runner-1".to_owned());
@@ -33,10 +34,25 @@ pub async fn insert_and_get_scoped(store: Arc<dyn Store>) {
     }
 
     // Scoped reads: another account or mode does not see the task.
-    assert_eq!(store.get_task("acct_b", "live", &full.id).await.unwrap(), None);
-    assert_eq!(store.get_task("acct_a", "test", &full.id).await.unwrap(), None);
-    assert_eq!(store.get_task("acct_a", "live", &minimal.id).await.unwrap(), None);
-    assert_eq!(store.get_task("acct_a", "live", "task_missing").await.unwrap(), None);
+    assert_eq!(
+        store.get_task("acct_b", "live", &full.id).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.get_task("acct_a", "test", &full.id).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.get_task("acct_a", "live", &minimal.id).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .get_task("acct_a", "live", "task_missing")
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(store.get_task_by_id("task_missing").await.unwrap(), None);
 
     // Ids are unique.
@@ -85,8 +101,15 @@ pub async fn list_filters(store: Arc<dyn Store>) {
     let mut q = query(a, "live");
     q.statuses = vec!["succeeded".to_owned()];
     assert_eq!(list_ids(&*store, &q).await, ids(&[&succeeded]));
-    q.statuses = vec!["queued".to_owned(), "failed".to_owned(), "cancelled".to_owned()];
-    assert_eq!(list_ids(&*store, &q).await, ids(&[&queued, &failed, &cancelled]));
+    q.statuses = vec![
+        "queued".to_owned(),
+        "failed".to_owned(),
+        "cancelled".to_owned(),
+    ];
+    assert_eq!(
+        list_ids(&*store, &q).await,
+        ids(&[&queued, &failed, &cancelled])
+    );
     q.statuses = vec!["running".to_owned(), "succeeded".to_owned()];
     assert_eq!(list_ids(&*store, &q).await, ids(&[&succeeded, &running]));
     q.statuses = vec!["expired".to_owned()];
@@ -95,7 +118,10 @@ pub async fn list_filters(store: Arc<dyn Store>) {
     // The api filter, alone and with statuses.
     let mut q = query(a, "live");
     q.api = Some("language".to_owned());
-    assert_eq!(list_ids(&*store, &q).await, ids(&[&queued, &failed, &cancelled]));
+    assert_eq!(
+        list_ids(&*store, &q).await,
+        ids(&[&queued, &failed, &cancelled])
+    );
     q.statuses = vec!["failed".to_owned(), "succeeded".to_owned()];
     assert_eq!(list_ids(&*store, &q).await, ids(&[&failed]));
     q.api = Some("sentiment".to_owned());
@@ -167,7 +193,9 @@ pub async fn list_bounds_order_limit(store: Arc<dyn Store>) {
         loop {
             let page = list_ids(&*store, &q).await;
             assert!(page.len() <= 3);
-            let Some(last) = page.last().cloned() else { break };
+            let Some(last) = page.last().cloned() else {
+                break;
+            };
             seen.extend(page);
             if descending {
                 q.id_before = Some(last);
@@ -184,9 +212,17 @@ pub async fn queued_ids_oldest_first(store: Arc<dyn Store>) {
     assert!(store.queued_task_ids(10).await.unwrap().is_empty());
 
     let q1 = insert(&*store, task("acct_a", "live", "language")).await;
-    insert(&*store, ended_task("acct_a", "live", "language", "succeeded")).await;
+    insert(
+        &*store,
+        ended_task("acct_a", "live", "language", "succeeded"),
+    )
+    .await;
     let q2 = insert(&*store, task("acct_b", "test", "sentiment")).await;
-    insert(&*store, ended_task("acct_b", "live", "language", "cancelled")).await;
+    insert(
+        &*store,
+        ended_task("acct_b", "live", "language", "cancelled"),
+    )
+    .await;
     let q3 = insert(&*store, task("acct_a", "live", "sentiment")).await;
     let q4 = insert(&*store, task("acct_c", "live", "language")).await;
 
@@ -196,7 +232,13 @@ pub async fn queued_ids_oldest_first(store: Arc<dyn Store>) {
     assert_eq!(store.queued_task_ids(2).await.unwrap(), all[..2]);
 
     // A claimed or cancelled task leaves the queue.
-    store.claim_task(&q2.id, "runner-1", T0 + 10, T0 + 60_000).await.unwrap();
-    store.cancel_task("acct_a", "live", &q3.id, T0 + 10).await.unwrap();
+    store
+        .claim_task(&q2.id, "runner-1", T0 + 10, T0 + 60_000)
+        .await
+        .unwrap();
+    store
+        .cancel_task("acct_a", "live", &q3.id, T0 + 10)
+        .await
+        .unwrap();
     assert_eq!(store.queued_task_ids(100).await.unwrap(), ids(&[&q1, &q4]));
 }
