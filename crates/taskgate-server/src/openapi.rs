@@ -1,9 +1,400 @@
-//! The OpenAPI document. (Filled in below.)
+//! The OpenAPI 3.1 document, generated from the types below and the live
+//! catalog (each API's input and output schema is added as a component), and
+//! the `/docs` page that renders it.
+//!
+//! The wire types here are the documented shape of what `views.rs` and the
+//! handlers write; the black-box tests check both against each other.
+
+#![allow(dead_code)] // the doc-only functions exist for their attributes
+
+use serde_json::{json, Value};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::catalog::Catalog;
 
-pub const DOCS_HTML: &str = "";
-
-pub fn document(_catalog: &Catalog) -> Vec<u8> {
-    b"{}".to_vec()
+#[derive(ToSchema)]
+struct Meta {
+    /// `req_…`, also in the `X-Request-Id` header.
+    request_id: String,
+    /// The server's own processing time.
+    latency_ms: f64,
 }
+
+#[derive(ToSchema)]
+struct Usage {
+    units: i64,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    /// Decimal USD with six decimals; test-mode and unsuccessful tasks cost nothing.
+    #[schema(example = "0.000100")]
+    cost_usd: String,
+}
+
+#[derive(ToSchema)]
+struct TaskError {
+    /// `upstream_error`, `upstream_timeout`, `invalid_upstream_response`, `timeout`, `interrupted`, `internal_error`.
+    code: String,
+    message: String,
+    upstream_status: Option<u16>,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+enum Status {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+/// A task.
+#[derive(ToSchema)]
+struct Task {
+    #[schema(example = "task_01JD2W3KX7…")]
+    id: String,
+    #[schema(example = "task")]
+    object: String,
+    /// The API's slug.
+    api: String,
+    /// `live` or `test`.
+    mode: String,
+    status: Status,
+    /// The API's output (its `output_schema`); absent from list items.
+    #[schema(value_type = Option<Object>)]
+    output: Option<Value>,
+    error: Option<TaskError>,
+    usage: Usage,
+    #[schema(value_type = Object)]
+    metadata: Value,
+    created_at: String,
+    started_at: Option<String>,
+    completed_at: Option<String>,
+    duration_ms: Option<i64>,
+}
+
+#[derive(ToSchema)]
+struct Event {
+    status: Status,
+    at: String,
+    message: Option<String>,
+}
+
+#[derive(ToSchema)]
+struct Attempt {
+    /// `builtin`, `sandbox`, or an upstream provider.
+    provider: String,
+    target: String,
+    started_at: String,
+    duration_ms: i64,
+    outcome: String,
+    http_status: Option<u16>,
+}
+
+/// A task with its input and history (GET /tasks/{id}).
+#[derive(ToSchema)]
+struct TaskDetails {
+    #[schema(inline)]
+    task: Task,
+    #[schema(value_type = Object)]
+    input: Value,
+    key_id: String,
+    idempotency_key: Option<String>,
+    events: Vec<Event>,
+    attempts: Vec<Attempt>,
+}
+
+#[derive(ToSchema)]
+struct TaskList {
+    object: String,
+    items: Vec<Task>,
+    has_more: bool,
+    /// Pass as `cursor` for the next page.
+    next_cursor: Option<String>,
+}
+
+#[derive(ToSchema)]
+struct Sandbox {
+    /// 0 to 600000.
+    delay_ms: Option<u64>,
+    /// `succeeded` (default), `failed`, `timeout`.
+    outcome: Option<String>,
+    /// With `failed`: the task's error code.
+    error_code: Option<String>,
+}
+
+/// POST /call. Unknown fields are refused.
+#[derive(ToSchema)]
+struct CallRequest {
+    /// An API slug from GET /apis.
+    #[schema(example = "sentiment")]
+    api: String,
+    /// Validated against the API's `input_schema`.
+    #[schema(value_type = Object, example = json!({"text": "I love this"}))]
+    input: Value,
+    /// `sync` (default) or `async`.
+    mode: Option<String>,
+    /// Execution deadline; at most the API's `limits.timeout_ms`.
+    timeout_ms: Option<u64>,
+    /// Up to 16 string keys (1–64 characters) with string values of at most 512 characters.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
+    /// Test keys only: simulate slow, failing or hanging tasks.
+    sandbox: Option<Sandbox>,
+}
+
+#[derive(ToSchema)]
+struct Pricing {
+    /// `call` or `1k_tokens`.
+    unit: String,
+    price_usd: Option<String>,
+    input_price_usd: Option<String>,
+    output_price_usd: Option<String>,
+}
+
+#[derive(ToSchema)]
+struct ApiSummary {
+    slug: String,
+    object: String,
+    name: String,
+    description: String,
+    /// `chat`, `embedding`, `image_generation`, `transcription`, `classification`, `tokenization`.
+    kind: String,
+    provider: String,
+    /// `available`, `degraded`, `unavailable`.
+    status: String,
+    modes: Vec<String>,
+    pricing: Pricing,
+}
+
+#[derive(ToSchema)]
+struct Limits {
+    timeout_ms: u64,
+    max_input_bytes: u64,
+}
+
+#[derive(ToSchema)]
+struct Example {
+    #[schema(value_type = Object)]
+    input: Value,
+    #[schema(value_type = Object)]
+    output: Value,
+}
+
+#[derive(ToSchema)]
+struct ApiDetails {
+    #[schema(inline)]
+    summary: ApiSummary,
+    #[schema(value_type = Object)]
+    input_schema: Value,
+    #[schema(value_type = Object)]
+    output_schema: Value,
+    examples: Vec<Example>,
+    limits: Limits,
+}
+
+#[derive(ToSchema)]
+struct ApiList {
+    object: String,
+    items: Vec<ApiSummary>,
+    has_more: bool,
+    next_cursor: Option<String>,
+}
+
+#[derive(ToSchema)]
+struct ErrorDetail {
+    path: String,
+    message: String,
+}
+
+#[derive(ToSchema)]
+struct Error {
+    /// Fixed by the status: `invalid_request_error`, `authentication_error`, `permission_error`,
+    /// `not_found_error`, `conflict_error`, `rate_limit_error`, `api_error`.
+    r#type: String,
+    code: String,
+    message: String,
+    param: Option<String>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    details: Option<Value>,
+}
+
+/// Every answer is this envelope.
+#[derive(ToSchema)]
+struct ErrorEnvelope {
+    success: bool,
+    #[schema(value_type = Option<Object>)]
+    data: Option<Value>,
+    error: Error,
+    meta: Meta,
+}
+
+macro_rules! envelope {
+    ($name:ident, $data:ty) => {
+        #[derive(ToSchema)]
+        struct $name {
+            success: bool,
+            data: $data,
+            meta: Meta,
+        }
+    };
+}
+envelope!(TaskEnvelope, Task);
+envelope!(TaskDetailsEnvelope, TaskDetails);
+envelope!(TaskListEnvelope, TaskList);
+envelope!(ApiListEnvelope, ApiList);
+envelope!(ApiDetailsEnvelope, ApiDetails);
+
+/// Create and execute a task
+///
+/// Sync (default) waits for the task up to the server's sync wait and answers 200 with
+/// the finished task, whatever its status; otherwise, and for `async`, 202 with the task as
+/// it stands and `Location`. With `Idempotency-Key`, a repeat of the same body within 24 h
+/// returns the original answer (header `Idempotent-Replayed: true`).
+#[utoipa::path(post, path = "/api/v1/call", tag = "tasks",
+    request_body = CallRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "At most 255 characters; scoped to the account and mode.")),
+    responses(
+        (status = 200, description = "The finished task", body = TaskEnvelope),
+        (status = 202, description = "Still running; poll Location", body = TaskEnvelope,
+            headers(("Location" = String, description = "/api/v1/call/{id}"))),
+        (status = 400, description = "invalid_json, invalid_field, invalid_input, invalid_parameter", body = ErrorEnvelope),
+        (status = 401, description = "Authentication failed", body = ErrorEnvelope),
+        (status = 403, description = "insufficient_permissions, account_suspended, usage_limit_exceeded", body = ErrorEnvelope),
+        (status = 404, description = "api_not_found", body = ErrorEnvelope),
+        (status = 409, description = "idempotency_in_progress", body = ErrorEnvelope),
+        (status = 413, description = "payload_too_large", body = ErrorEnvelope),
+        (status = 422, description = "idempotency_key_reused", body = ErrorEnvelope),
+        (status = 429, description = "rate_limit_exceeded", body = ErrorEnvelope),
+    ))]
+fn call_create() {}
+
+/// The status of a task
+#[utoipa::path(get, path = "/api/v1/call/{id}", tag = "tasks",
+    params(("id" = String, Path, description = "task_…")),
+    responses(
+        (status = 200, description = "The task", body = TaskEnvelope),
+        (status = 404, description = "task_not_found", body = ErrorEnvelope),
+    ))]
+fn call_status() {}
+
+/// List tasks (the task history)
+///
+/// Newest first by default. Cursor pagination is stable: tasks created while paging never
+/// make a page repeat or skip an item.
+#[utoipa::path(get, path = "/api/v1/tasks", tag = "tasks",
+    params(
+        ("status" = Option<String>, Query, description = "One status or a comma-separated list"),
+        ("api" = Option<String>, Query, description = "An API slug"),
+        ("created_after" = Option<String>, Query, description = "RFC 3339"),
+        ("created_before" = Option<String>, Query, description = "RFC 3339"),
+        ("order" = Option<String>, Query, description = "desc (default) or asc"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of tasks, without output", body = TaskListEnvelope),
+        (status = 400, description = "invalid_parameter", body = ErrorEnvelope),
+    ))]
+fn tasks_list() {}
+
+/// The details of a task: input, events and attempts
+#[utoipa::path(get, path = "/api/v1/tasks/{id}", tag = "tasks",
+    params(("id" = String, Path, description = "task_…")),
+    responses(
+        (status = 200, description = "The task with its history", body = TaskDetailsEnvelope),
+        (status = 404, description = "task_not_found", body = ErrorEnvelope),
+    ))]
+fn task_details() {}
+
+/// Cancel a queued or running task
+///
+/// The running execution is stopped and its result never written. Cancelling a cancelled
+/// task is 200 and changes nothing.
+#[utoipa::path(post, path = "/api/v1/tasks/{id}/cancel", tag = "tasks",
+    params(("id" = String, Path, description = "task_…")),
+    responses(
+        (status = 200, description = "The cancelled task", body = TaskEnvelope),
+        (status = 404, description = "task_not_found", body = ErrorEnvelope),
+        (status = 409, description = "task_not_cancellable", body = ErrorEnvelope),
+    ))]
+fn task_cancel() {}
+
+/// The catalog of APIs this key may call
+#[utoipa::path(get, path = "/api/v1/apis", tag = "apis",
+    params(
+        ("kind" = Option<String>, Query, description = "e.g. classification"),
+        ("provider" = Option<String>, Query, description = "e.g. builtin"),
+        ("q" = Option<String>, Query, description = "Text search in slug, name and description"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of API summaries", body = ApiListEnvelope),
+        (status = 400, description = "invalid_parameter", body = ErrorEnvelope),
+    ))]
+fn apis_list() {}
+
+/// One API: schemas, examples and limits
+#[utoipa::path(get, path = "/api/v1/apis/{slug}", tag = "apis",
+    params(("slug" = String, Path, description = "The API's slug")),
+    responses(
+        (status = 200, description = "The API", body = ApiDetailsEnvelope),
+        (status = 404, description = "api_not_found", body = ErrorEnvelope),
+    ))]
+fn api_details() {}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        if let Some(components) = openapi.components.as_mut() {
+            components.add_security_scheme(
+                "api_key",
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .description(Some("tg_… (live), tg_test_… (test), tg_restrict_… (restricted)"))
+                        .build(),
+                ),
+            );
+        }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Taskgate API",
+        version = "1",
+        description = "One REST interface to many AI services. Every answer is an envelope \
+            `{success, data, error?, meta}` with an `X-Request-Id` header."
+    ),
+    paths(call_create, call_status, tasks_list, task_details, task_cancel, apis_list, api_details),
+    modifiers(&BearerAuth),
+    security(("api_key" = [])),
+    tags(
+        (name = "tasks", description = "Create, follow, list and cancel tasks"),
+        (name = "apis", description = "The catalog of AI APIs"),
+    )
+)]
+struct ApiDoc;
+
+/// The document served at `/api/v1/openapi.json`, with each catalog API's
+/// schemas as components `<slug>.input` and `<slug>.output`.
+pub fn document(catalog: &Catalog) -> Vec<u8> {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+    if let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        for entry in catalog.all() {
+            let s = &entry.spec;
+            schemas.insert(format!("{}.input", s.slug), s.input_schema.clone());
+            schemas.insert(format!("{}.output", s.slug), s.output_schema.clone());
+        }
+    }
+    doc["x-taskgate-apis"] = Value::Array(catalog.all().iter().map(|e| e.summary()).collect());
+    serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// A self-contained page (no CDN, no downloads) that renders the document.
+pub const DOCS_HTML: &str = include_str!("docs.html");
