@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Benchmarks, release build: sync POST /call of a built-in API, and GET /tasks pages
+# over 100,000 stored tasks, at several concurrency levels, on SQLite and PostgreSQL.
+# Load comes from wrk on the same machine (it shares the cores with the server).
+#
+#   bench/run.sh [sqlite|postgres|both]     results go to bench/results/<date>-<backend>.txt
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which="${1:-both}"
+command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; }
+cargo build --release -p taskgate >/dev/null
+bin="$PWD/target/release/taskgate"
+port="${BENCH_PORT:-18181}"
+duration="${BENCH_DURATION:-10s}"
+pg_admin="${TASKGATE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+mkdir -p bench/results
+
+run_backend() {
+    local backend="$1" dir url out pid key cursors
+    dir="$(mktemp -d)"
+    if [ "$backend" = sqlite ]; then
+        url="sqlite://$dir/taskgate.db"
+    else
+        psql -q "$pg_admin" -c "DROP DATABASE IF EXISTS taskgate_bench WITH (FORCE)" -c "CREATE DATABASE taskgate_bench"
+        url="${pg_admin%/*}/taskgate_bench"
+    fi
+    out="bench/results/$(date -u +%Y-%m-%d)-$backend.txt"
+    (cd "$dir" && TASKGATE_DATABASE_URL="$url" TASKGATE_LISTEN="127.0.0.1:$port" \
+        TASKGATE_DEFAULT_PLAN=enterprise TASKGATE_LOG=warn exec "$bin" serve >"$dir/stdout" 2>"$dir/stderr") &
+    pid=$!
+    trap 'kill $pid 2>/dev/null || true' RETURN
+    for _ in $(seq 1 100); do grep -q "live key" "$dir/stdout" 2>/dev/null && curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
+    key="$(awk '/live key/ {print $3}' "$dir/stdout")"
+    export TG_KEY="$key"
+    {
+        echo "# Taskgate benchmark, $backend, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "# machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr); commit $(git rev-parse --short HEAD)"
+        echo "# command: bench/run.sh $backend (wrk -t2 -d$duration on the same machine)"
+        echo
+        echo "## sync POST /call {api: sentiment} (every task stored: queued, running, succeeded)"
+        for c in 8 32 128; do
+            echo "### concurrency $c"
+            wrk -t2 -c"$c" -d"$duration" --latency -s bench/call.lua "http://127.0.0.1:$port/api/v1/call" \
+                | grep -E "Requests/sec|50%|90%|99%|non-200|Socket errors" || true
+        done
+        echo
+        echo "## seeding to 100,000 tasks (async POST /call)"
+        local target=100000
+        TG_SEED_PER_THREAD=$(( target / 2 )) wrk -t2 -c64 -d600s -s bench/seed.lua "http://127.0.0.1:$port/api/v1/call" | grep -E "requests in|Requests/sec" || true
+        sleep 5
+        # Paths across the whole history: first pages both ways, a cursor page,
+        # pages ending at ten points spread over the creation times, a filter.
+        export TG_PATHS
+        TG_PATHS="$(python3 - "$port" "$key" <<'PY'
+import json, sys, urllib.request
+port, key = sys.argv[1], sys.argv[2]
+def get(q):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/tasks?{q}", headers={"Authorization": f"Bearer {key}"})
+    return json.load(urllib.request.urlopen(req))["data"]
+newest = get("limit=1")["items"][0]["created_at"]
+oldest = get("limit=1&order=asc")["items"][0]["created_at"]
+from datetime import datetime
+p = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+a, b = p(oldest), p(newest)
+paths = ["/api/v1/tasks?limit=20", "/api/v1/tasks?limit=20&order=asc", "/api/v1/tasks?limit=20&status=succeeded&api=token-count"]
+paths.append("/api/v1/tasks?limit=20&cursor=" + get("limit=20")["next_cursor"])
+for i in range(1, 11):
+    t = a + (b - a) * i / 11
+    paths.append("/api/v1/tasks?limit=20&created_before=" + t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+print(",".join(paths))
+PY
+)"
+        echo
+        echo "## GET /tasks?limit=20 over the stored tasks (first pages, cursor pages, deep pages by created_before, filtered)"
+        for c in 8 32 128; do
+            echo "### concurrency $c"
+            wrk -t2 -c"$c" -d"$duration" --latency -s bench/pages.lua "http://127.0.0.1:$port" \
+                | grep -E "Requests/sec|50%|90%|99%|Non-2xx|Socket errors" || true
+        done
+        echo
+        echo "## server memory after the run"
+        grep -E "VmHWM|VmRSS" /proc/$pid/status || true
+    } | tee "$out"
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    rm -rf "$dir"
+}
+
+case "$which" in
+    sqlite|postgres) run_backend "$which" ;;
+    both) run_backend sqlite; run_backend postgres ;;
+    *) echo "usage: bench/run.sh [sqlite|postgres|both]" >&2; exit 2 ;;
+esac
