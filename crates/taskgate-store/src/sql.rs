@@ -31,7 +31,7 @@ macro_rules! dialect_statements {
             $pre,
             "$5",
             $post,
-            " WHERE id = $1 RETURNING ",
+            " WHERE id = $1 AND status = 'queued' RETURNING ",
             $crate::sql::task_columns!()
         );
         pub const FINISH_TASK: &str = concat!(

@@ -33,12 +33,12 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        if let Some(dir) = options.get_filename().parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    StoreError::InvalidUrl(format!("cannot create {}: {e}", dir.display()))
-                })?;
-            }
+        if let Some(dir) = options.get_filename().parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::InvalidUrl(format!("cannot create {}: {e}", dir.display()))
+            })?;
         }
         let write = SqlitePoolOptions::new()
             .max_connections(1)

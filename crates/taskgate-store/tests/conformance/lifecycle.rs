@@ -5,8 +5,8 @@ use std::sync::Arc;
 use taskgate_store::Store;
 
 use crate::fixtures::{
-    FEB, HOUR, MINUTE, T0, ended_task, error_code, event_statuses, events, fetch, finish, insert,
-    last_event_at, new_account, running_task, task,
+    FEB, HOUR, MINUTE, T0, ended_task, error_code, event_statuses, events, fetch, finish, ids,
+    insert, last_event_at, new_account, running_task, task,
 };
 
 pub async fn claim_only_once(store: Arc<dyn Store>) {
@@ -359,7 +359,7 @@ pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
 
     assert_eq!(
         store.interrupt_expired(now, None).await.unwrap(),
-        [expired.id.clone()]
+        ids(&[&expired])
     );
     let interrupted = fetch(&*store, &expired.id).await;
     assert_eq!(interrupted.status, "failed");
@@ -374,11 +374,11 @@ pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
     assert_eq!(fetch(&*store, &orphan.id).await, orphan);
 
     // The dead runner's tasks end whatever their lease; others stay.
-    let ids = store
+    let dead = store
         .interrupt_expired(now, Some("runner-dead"))
         .await
         .unwrap();
-    assert_eq!(ids, [orphan.id.clone()]);
+    assert_eq!(dead, ids(&[&orphan]));
     let interrupted = fetch(&*store, &orphan.id).await;
     assert_eq!(interrupted.status, "failed");
     assert_eq!(error_code(&interrupted).as_deref(), Some("interrupted"));
@@ -407,12 +407,12 @@ pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
     let later = now + 2 * MINUTE;
     assert_eq!(
         store.interrupt_expired(later, None).await.unwrap(),
-        [alive.id.clone()]
+        ids(&[&alive])
     );
     // Several at once.
     let x = running_task(&*store, a, "runner-c", later, later + MINUTE).await;
     let y = running_task(&*store, a, "runner-c", later, later + MINUTE).await;
-    let mut ids = store.interrupt_expired(later + HOUR, None).await.unwrap();
-    ids.sort();
-    assert_eq!(ids, [x.id, y.id]);
+    let mut both = store.interrupt_expired(later + HOUR, None).await.unwrap();
+    both.sort();
+    assert_eq!(both, ids(&[&x, &y]));
 }

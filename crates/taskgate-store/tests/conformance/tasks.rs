@@ -159,6 +159,8 @@ pub async fn list_bounds_order_limit(store: Arc<dyn Store>) {
     assert_eq!(list_ids(&*store, &q).await, rev(&t[5..]));
     q.descending = false;
     assert_eq!(list_ids(&*store, &q).await, ids(&t[..2]));
+    q.limit = 0;
+    assert!(list_ids(&*store, &q).await.is_empty());
 
     // Bounds are strict.
     let mut q = query(a, "live");
@@ -230,6 +232,7 @@ pub async fn queued_ids_oldest_first(store: Arc<dyn Store>) {
     let all = ids(&[&q1, &q2, &q3, &q4]);
     assert_eq!(store.queued_task_ids(100).await.unwrap(), all);
     assert_eq!(store.queued_task_ids(2).await.unwrap(), all[..2]);
+    assert!(store.queued_task_ids(0).await.unwrap().is_empty());
 
     // A claimed or cancelled task leaves the queue.
     store
