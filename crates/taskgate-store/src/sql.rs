@@ -62,6 +62,31 @@ macro_rules! dialect_statements {
 }
 pub(crate) use dialect_statements;
 
+/// `INSERT INTO api_keys` with every column of a `KeyRecord` and its hash bound.
+macro_rules! insert_key {
+    ($k:expr, $hash:expr) => {
+        sqlx::query(
+            "INSERT INTO api_keys (id, account_id, name, key_type, mode, scopes, allowed_apis, key_hash, \
+             hint, created_at, expires_at, last_used_at, revoked_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        )
+        .bind(&$k.id)
+        .bind(&$k.account_id)
+        .bind(&$k.name)
+        .bind(&$k.key_type)
+        .bind(&$k.mode)
+        .bind(&$k.scopes)
+        .bind($k.allowed_apis.as_deref())
+        .bind($hash)
+        .bind(&$k.hint)
+        .bind($k.created_at)
+        .bind($k.expires_at)
+        .bind($k.last_used_at)
+        .bind($k.revoked_at)
+    };
+}
+pub(crate) use insert_key;
+
 /// The list view leaves out the two large documents.
 pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST('' AS TEXT) AS input, \
      CAST(NULL AS TEXT) AS output, error, units, input_tokens, output_tokens, cost_micros, metadata, \
@@ -146,26 +171,7 @@ macro_rules! impl_store {
             }
 
             async fn create_key(&self, k: &$crate::KeyRecord, key_hash: &str) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO api_keys (id, account_id, name, key_type, mode, scopes, allowed_apis, key_hash, \
-                     hint, created_at, expires_at, last_used_at, revoked_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(&k.id)
-                .bind(&k.account_id)
-                .bind(&k.name)
-                .bind(&k.key_type)
-                .bind(&k.mode)
-                .bind(&k.scopes)
-                .bind(k.allowed_apis.as_deref())
-                .bind(key_hash)
-                .bind(&k.hint)
-                .bind(k.created_at)
-                .bind(k.expires_at)
-                .bind(k.last_used_at)
-                .bind(k.revoked_at)
-                .execute(self.writer())
-                .await?;
+                $crate::sql::insert_key!(k, key_hash).execute(self.writer()).await?;
                 Ok(())
             }
 
@@ -237,26 +243,7 @@ macro_rules! impl_store {
                 if updated.rows_affected() != 1 {
                     return Err($crate::StoreError::NotFound);
                 }
-                sqlx::query(
-                    "INSERT INTO api_keys (id, account_id, name, key_type, mode, scopes, allowed_apis, key_hash, \
-                     hint, created_at, expires_at, last_used_at, revoked_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(&new.id)
-                .bind(&new.account_id)
-                .bind(&new.name)
-                .bind(&new.key_type)
-                .bind(&new.mode)
-                .bind(&new.scopes)
-                .bind(new.allowed_apis.as_deref())
-                .bind(new_hash)
-                .bind(&new.hint)
-                .bind(new.created_at)
-                .bind(new.expires_at)
-                .bind(new.last_used_at)
-                .bind(new.revoked_at)
-                .execute(&mut *tx)
-                .await?;
+                $crate::sql::insert_key!(new, new_hash).execute(&mut *tx).await?;
                 tx.commit().await?;
                 Ok(())
             }
