@@ -26,7 +26,7 @@ run_backend() {
     fi
     out="bench/results/$(date -u +%Y-%m-%d)-$backend.txt"
     (cd "$dir" && TASKGATE_DATABASE_URL="$url" TASKGATE_LISTEN="127.0.0.1:$port" \
-        TASKGATE_DEFAULT_PLAN=enterprise TASKGATE_LOG=warn exec "$bin" serve >"$dir/stdout" 2>"$dir/stderr") &
+        TASKGATE_DEFAULT_PLAN=enterprise TASKGATE_LOG_LEVEL=warn exec "$bin" serve >"$dir/stdout" 2>"$dir/stderr") &
     pid=$!
     trap 'kill $pid 2>/dev/null || true' RETURN
     for _ in $(seq 1 100); do grep -q "live key" "$dir/stdout" 2>/dev/null && curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done

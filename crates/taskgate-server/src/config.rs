@@ -32,6 +32,28 @@ pub struct Config {
     pub catalog: CatalogConfig,
     /// `text` or `json` logs.
     pub log_format: String,
+    /// A tracing filter: `info`, `warn`, `taskgate_server=debug,info`, …
+    pub log_level: String,
+}
+
+impl Config {
+    /// The top-level keys, for telling configuration variables from other
+    /// `TASKGATE_*` variables in the environment.
+    pub const KEYS: [&'static str; 13] = [
+        "listen",
+        "database_url",
+        "redis_url",
+        "instance_id",
+        "sync_wait_ms",
+        "max_body_bytes",
+        "workers",
+        "auth_failures_per_minute",
+        "plans",
+        "default_plan",
+        "catalog",
+        "log_format",
+        "log_level",
+    ];
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +112,7 @@ impl Default for Config {
             default_plan: "free".to_owned(),
             catalog: CatalogConfig::default(),
             log_format: "text".to_owned(),
+            log_level: "info".to_owned(),
         }
     }
 }

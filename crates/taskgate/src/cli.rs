@@ -120,7 +120,16 @@ pub fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
         None => figment = figment.merge(Toml::file("taskgate.toml")),
     }
     let config: Config = figment
-        .merge(Env::prefixed("TASKGATE_").split("__").map(|k| k.as_str().to_lowercase().into()))
+        .merge(
+            Env::prefixed("TASKGATE_")
+                // Other tools' TASKGATE_* variables (the tests' ones, say) are not ours.
+                .filter(|k| {
+                    let top = k.as_str().split("__").next().unwrap_or_default().to_lowercase();
+                    Config::KEYS.contains(&top.as_str())
+                })
+                .split("__")
+                .map(|k| k.as_str().to_lowercase().into()),
+        )
         .extract()
         .context("invalid configuration")?;
     config.validate().map_err(anyhow::Error::msg)?;
@@ -214,7 +223,7 @@ fn print_value(json: bool, value: &Value) {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    init_tracing(&config.log_format);
+    init_tracing(&config.log_format, &config.log_level);
     let store = taskgate_server::open_store(&config).await?;
     if let Some((account, live, test)) = admin::bootstrap(&*store, &config).await? {
         first_start_banner(&config, &account, &live, &test);
@@ -247,8 +256,8 @@ fn first_start_banner(config: &Config, account: &Value, live: &Value, test: &Val
     );
 }
 
-fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TASKGATE_LOG")
+fn init_tracing(format: &str, level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if format == "json" {
