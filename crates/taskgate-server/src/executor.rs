@@ -194,22 +194,30 @@ impl Executor {
     }
 
     async fn run(&self, id: &str) {
+        // The token is registered before the claim: a cancel that lands right
+        // after the claim commits must find it, or the execution would go on
+        // (holding a worker) until its result is dropped.
+        let token = CancellationToken::new();
+        self.running.lock().insert(id.to_owned(), token.clone());
         let now = now_ms();
         let task = match self.store.claim_task(id, &self.runner, now, now + LEASE_MS).await {
             Ok(Some(task)) => task,
-            Ok(None) => return, // claimed elsewhere, or cancelled while queued
+            Ok(None) => {
+                self.running.lock().remove(id);
+                return; // claimed elsewhere, or cancelled while queued
+            }
             Err(e) => {
+                self.running.lock().remove(id);
                 tracing::warn!(error = %e, task = id, "cannot claim task");
                 return;
             }
         };
-        let token = CancellationToken::new();
-        self.running.lock().insert(task.id.clone(), token.clone());
         let mut attempts = Vec::new();
         let result = match self.catalog.get(&task.api) {
             Some(entry) => {
                 let deadline = Duration::from_millis(task.timeout_ms.max(1) as u64);
                 tokio::select! {
+                    biased;
                     _ = token.cancelled() => None,
                     r = tokio::time::timeout(deadline, execute(entry, &task, &mut attempts)) => Some(match r {
                         Ok(r) => r.and_then(|x| check_output(entry, x)),

@@ -1,0 +1,946 @@
+//! The `taskgate` binary, run as an operator runs it (api-v1.md §8): migrate,
+//! accounts and keys with `--json`, clear errors, and `serve` across a first
+//! start, a `kill -9` and a restart on the same store.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use taskgate_core::timefmt::{now_ms, parse_rfc3339_ms};
+use taskgate_core::{ApiKeySecret, KeyType};
+
+const DAY_MS: i64 = 86_400_000;
+const HOUR_MS: i64 = 3_600_000;
+
+/// A fresh directory under the system temp dir, removed at the end.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "taskgate_cli_{tag}_{}_{nanos}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn database_url(&self) -> String {
+        format!("sqlite://{}", self.0.join("t.db").display())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The binary, in `dir` (so no stray `./taskgate.toml` is read), on the
+/// directory's store, with no `TASKGATE_*` from the test's environment.
+fn taskgate(dir: &TempDir) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskgate"));
+    cmd.current_dir(dir.path());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TASKGATE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("TASKGATE_DATABASE_URL", dir.database_url());
+    cmd
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(dir: &TempDir, args: &[&str]) -> Output {
+    let out = taskgate(dir).args(args).output().expect("run taskgate");
+    Output {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs a command that must succeed and print one JSON document.
+fn json_of(dir: &TempDir, args: &[&str]) -> Value {
+    let out = run(dir, args);
+    assert!(out.ok, "taskgate {args:?} failed: {}", out.stderr);
+    serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("taskgate {args:?} printed no JSON ({e}): {}", out.stdout))
+}
+
+/// Runs a command that must fail: non-zero exit, nothing on stdout, and a
+/// message on stderr that contains `needle`.
+fn fails(dir: &TempDir, args: &[&str], needle: &str) -> String {
+    let out = run(dir, args);
+    assert!(
+        !out.ok,
+        "taskgate {args:?} should fail; printed: {}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.trim().is_empty(),
+        "taskgate {args:?} printed on stdout: {}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains(needle),
+        "taskgate {args:?}: stderr lacks {needle:?}: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.len() < 2000,
+        "an error message, not a dump: {}",
+        out.stderr
+    );
+    out.stderr
+}
+
+fn ts(v: &Value) -> i64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("not a timestamp: {v}"));
+    assert!(
+        s.len() == 24 && s.ends_with('Z'),
+        "not RFC 3339 with ms: {s}"
+    );
+    parse_rfc3339_ms(s).unwrap()
+}
+
+fn keys_of(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|k| k["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn migrate_accounts_and_keys() {
+    let dir = TempDir::new("admin");
+    assert_eq!(
+        json_of(&dir, &["migrate", "--json"]),
+        json!({ "migrated": true, "backend": "sqlite" })
+    );
+    // Again: nothing to do, still fine; and a sentence without --json.
+    let out = run(&dir, &["migrate"]);
+    assert!(out.ok, "{}", out.stderr);
+    assert!(out.stdout.contains("up to date"), "{}", out.stdout);
+
+    // Accounts.
+    let before = now_ms();
+    let acct = json_of(
+        &dir,
+        &[
+            "accounts", "create", "--name", "acme", "--plan", "pro", "--json",
+        ],
+    );
+    for f in [
+        "id",
+        "name",
+        "plan",
+        "status",
+        "monthly_spend_limit_usd",
+        "created_at",
+    ] {
+        assert!(acct.get(f).is_some(), "account lacks {f}: {acct}");
+    }
+    let id = acct["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("acct_") && id.len() == 31, "{id}");
+    assert_eq!(acct["name"], json!("acme"));
+    assert_eq!(acct["plan"], json!("pro"));
+    assert_eq!(acct["status"], json!("active"));
+    assert_eq!(acct["monthly_spend_limit_usd"], json!(null));
+    let created = ts(&acct["created_at"]);
+    assert!(created >= before - 1000 && created <= now_ms() + 1000);
+
+    let capped = json_of(
+        &dir,
+        &[
+            "accounts",
+            "create",
+            "--name",
+            "capped",
+            "--monthly-spend-limit",
+            "25",
+            "--json",
+        ],
+    );
+    assert_eq!(capped["plan"], json!("free"), "the default plan");
+    assert_eq!(capped["monthly_spend_limit_usd"], json!("25.00"));
+
+    let suspended = json_of(
+        &dir,
+        &["accounts", "update", &id, "--status", "suspended", "--json"],
+    );
+    assert_eq!(suspended["id"], json!(id));
+    assert_eq!(suspended["status"], json!("suspended"));
+    assert_eq!(suspended["plan"], json!("pro"), "what was not named stays");
+    assert_eq!(suspended["created_at"], acct["created_at"]);
+    let changed = json_of(
+        &dir,
+        &[
+            "accounts",
+            "update",
+            &id,
+            "--plan",
+            "enterprise",
+            "--monthly-spend-limit",
+            "0.50",
+            "--status",
+            "active",
+            "--json",
+        ],
+    );
+    assert_eq!(changed["plan"], json!("enterprise"));
+    assert_eq!(changed["status"], json!("active"));
+    assert_eq!(changed["monthly_spend_limit_usd"], json!("0.50"));
+    let lifted = json_of(
+        &dir,
+        &[
+            "accounts",
+            "update",
+            &id,
+            "--monthly-spend-limit",
+            "none",
+            "--json",
+        ],
+    );
+    assert_eq!(lifted["monthly_spend_limit_usd"], json!(null));
+    let all = json_of(&dir, &["accounts", "list", "--json"]);
+    assert_eq!(all.as_array().unwrap().len(), 2);
+
+    // A restricted key: the key object plus its secret, shown this once.
+    let ci = json_of(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "restricted",
+            "--name",
+            "ci",
+            "--scopes",
+            "apis:read",
+            "--apis",
+            "sentiment",
+            "--expires-in",
+            "30d",
+            "--json",
+        ],
+    );
+    for f in [
+        "id",
+        "name",
+        "type",
+        "mode",
+        "scopes",
+        "allowed_apis",
+        "hint",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+        "secret",
+    ] {
+        assert!(ci.get(f).is_some(), "key lacks {f}: {ci}");
+    }
+    let ci_id = ci["id"].as_str().unwrap().to_owned();
+    assert!(ci_id.starts_with("key_"), "{ci_id}");
+    assert_eq!(ci["name"], json!("ci"));
+    assert_eq!(ci["type"], json!("restricted"));
+    assert_eq!(ci["mode"], json!("live"));
+    assert_eq!(ci["scopes"], json!(["apis:read"]));
+    assert_eq!(ci["allowed_apis"], json!(["sentiment"]));
+    assert_eq!(ci["last_used_at"], json!(null));
+    assert_eq!(ci["revoked_at"], json!(null));
+    assert_eq!(ts(&ci["expires_at"]) - ts(&ci["created_at"]), 30 * DAY_MS);
+    let ci_secret = ci["secret"].as_str().unwrap().to_owned();
+    let parsed = ApiKeySecret::parse(&ci_secret).expect("the secret is a well-formed key");
+    assert_eq!(parsed.key_type(), KeyType::Restricted);
+    assert!(ci_secret.starts_with("tg_restrict_"));
+    assert_eq!(
+        ci["hint"],
+        json!(format!(
+            "tg_restrict_…{}",
+            &ci_secret[ci_secret.len() - 4..]
+        ))
+    );
+
+    let live = json_of(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "live",
+            "--name",
+            "prod",
+            "--json",
+        ],
+    );
+    let live_id = live["id"].as_str().unwrap().to_owned();
+    let live_secret = live["secret"].as_str().unwrap().to_owned();
+    assert_eq!(
+        ApiKeySecret::parse(&live_secret).unwrap().key_type(),
+        KeyType::Live
+    );
+    assert_eq!(live["mode"], json!("live"));
+    assert_eq!(
+        live["scopes"],
+        json!(["apis:read", "tasks:read", "tasks:write"])
+    );
+    assert_eq!(live["allowed_apis"], json!(null));
+    assert_eq!(live["expires_at"], json!(null));
+    let test = json_of(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "test",
+            "--name",
+            "dev",
+            "--json",
+        ],
+    );
+    let test_secret = test["secret"].as_str().unwrap().to_owned();
+    assert_eq!(
+        ApiKeySecret::parse(&test_secret).unwrap().key_type(),
+        KeyType::Test
+    );
+    assert_eq!(test["mode"], json!("test"));
+
+    // Listing never shows a secret, in JSON or for people.
+    let secrets = [&ci_secret, &live_secret, &test_secret];
+    let out = run(&dir, &["keys", "list", "--account", &id, "--json"]);
+    assert!(out.ok, "{}", out.stderr);
+    let list: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let mut ids = keys_of(&list);
+    ids.sort();
+    let mut expected = vec![
+        ci_id.clone(),
+        live_id.clone(),
+        test["id"].as_str().unwrap().to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(ids, expected);
+    for k in list.as_array().unwrap() {
+        assert!(k.get("secret").is_none(), "{k}");
+        assert!(k["hint"].as_str().unwrap().contains('…'));
+    }
+    let listed_ci = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == json!(ci_id))
+        .unwrap();
+    let mut without_secret = ci.clone();
+    without_secret.as_object_mut().unwrap().remove("secret");
+    assert_eq!(
+        listed_ci, &without_secret,
+        "the listed key is the created key minus its secret"
+    );
+    let human = run(&dir, &["keys", "list", "--account", &id]);
+    assert!(human.ok);
+    for s in secrets {
+        assert!(
+            !out.stdout.contains(s.as_str()) && !human.stdout.contains(s.as_str()),
+            "a secret was printed"
+        );
+        // Not even its random part.
+        let random = &s[s.find('_').unwrap() + 1..][..20];
+        assert!(!out.stdout.contains(random) && !human.stdout.contains(random));
+    }
+    assert!(human.stdout.contains(&ci_id));
+
+    // Roll: a new key like the old one; the old one lives on for the grace.
+    let t0 = now_ms();
+    let rolled = json_of(&dir, &["keys", "roll", &live_id, "--grace", "1h", "--json"]);
+    let rolled_id = rolled["id"].as_str().unwrap().to_owned();
+    assert_ne!(rolled_id, live_id);
+    assert_eq!(rolled["rolled_from"], json!(live_id));
+    let rolled_secret = rolled["secret"].as_str().unwrap();
+    assert_ne!(rolled_secret, live_secret);
+    assert_eq!(
+        ApiKeySecret::parse(rolled_secret).unwrap().key_type(),
+        KeyType::Live
+    );
+    for f in [
+        "name",
+        "type",
+        "mode",
+        "scopes",
+        "allowed_apis",
+        "expires_at",
+    ] {
+        assert_eq!(rolled[f], live[f], "rolled key's {f}");
+    }
+    let list = json_of(&dir, &["keys", "list", "--account", &id, "--json"]);
+    assert_eq!(keys_of(&list).len(), 4);
+    let old = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == json!(live_id))
+        .unwrap();
+    let old_expiry = ts(&old["expires_at"]);
+    assert!(
+        old_expiry >= t0 + HOUR_MS - 1000 && old_expiry <= now_ms() + HOUR_MS + 1000,
+        "old key expires in an hour: {old}"
+    );
+    assert_eq!(old["revoked_at"], json!(null));
+
+    // Revoke: at once, and a second revoke changes nothing.
+    let revoked = json_of(&dir, &["keys", "revoke", &ci_id, "--json"]);
+    assert_eq!(revoked["id"], json!(ci_id));
+    let revoked_at = ts(&revoked["revoked_at"]);
+    assert!(revoked_at <= now_ms() + 1000 && revoked_at >= t0 - 1000);
+    assert!(revoked.get("secret").is_none());
+    let again = json_of(&dir, &["keys", "revoke", &ci_id, "--json"]);
+    assert_eq!(again["revoked_at"], revoked["revoked_at"]);
+    fails(&dir, &["keys", "roll", &ci_id], "revoked");
+
+    // Errors: non-zero exit and a clear message; nothing is created.
+    let missing = "acct_01JD0000000000000000000000";
+    fails(
+        &dir,
+        &["accounts", "create", "--name", "x", "--plan", "gold"],
+        "unknown plan \"gold\"",
+    );
+    fails(
+        &dir,
+        &[
+            "accounts", "create", "--name", "x", "--plan", "gold", "--json",
+        ],
+        "unknown plan",
+    );
+    fails(
+        &dir,
+        &["accounts", "create", "--name", "  ", "--plan", "pro"],
+        "--name",
+    );
+    fails(
+        &dir,
+        &["accounts", "update", missing, "--status", "suspended"],
+        "no account",
+    );
+    fails(
+        &dir,
+        &["accounts", "update", &id, "--status", "paused"],
+        "--status must be active or suspended",
+    );
+    fails(&dir, &["accounts", "update", &id], "nothing to change");
+    fails(
+        &dir,
+        &["accounts", "update", &id, "--monthly-spend-limit", "lots"],
+        "invalid amount \"lots\"",
+    );
+    fails(
+        &dir,
+        &["accounts", "update", &id, "--monthly-spend-limit=-5"],
+        "invalid amount",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            missing,
+            "--type",
+            "live",
+            "--name",
+            "x",
+        ],
+        "no account",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            "nonsense",
+            "--type",
+            "live",
+            "--name",
+            "x",
+        ],
+        "no account",
+    );
+    fails(&dir, &["keys", "list", "--account", missing], "no account");
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "live",
+            "--name",
+            "x",
+            "--expires-in",
+            "5y",
+        ],
+        "invalid duration",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "live",
+            "--name",
+            "x",
+            "--expires-in",
+            "30",
+        ],
+        "invalid duration",
+    );
+    fails(
+        &dir,
+        &["keys", "roll", &rolled_id, "--grace", "soon"],
+        "invalid duration",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "restricted",
+            "--name",
+            "x",
+        ],
+        "--scopes",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "live",
+            "--name",
+            "x",
+            "--scopes",
+            "apis:read",
+        ],
+        "--scopes applies to restricted keys only",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "test",
+            "--name",
+            "x",
+            "--apis",
+            "sentiment",
+        ],
+        "--apis",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "restricted",
+            "--name",
+            "x",
+            "--scopes",
+            "apis:write",
+        ],
+        "apis:write",
+    );
+    fails(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &id,
+            "--type",
+            "admin",
+            "--name",
+            "x",
+        ],
+        "admin",
+    );
+    fails(
+        &dir,
+        &["keys", "revoke", "key_01JD0000000000000000000000"],
+        "no key",
+    );
+    fails(&dir, &["keys", "revoke", "garbage"], "no key");
+    fails(
+        &dir,
+        &["keys", "roll", "key_01JD0000000000000000000000"],
+        "no key",
+    );
+    fails(&dir, &["accounts", "frobnicate"], "frobnicate");
+    let list = json_of(&dir, &["keys", "list", "--account", &id, "--json"]);
+    assert_eq!(keys_of(&list).len(), 4, "failed commands created nothing");
+    assert_eq!(
+        json_of(&dir, &["accounts", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // A store that cannot be opened is a clear error too.
+    let out = taskgate(&dir)
+        .env("TASKGATE_DATABASE_URL", "mysql://nowhere/db")
+        .args(["accounts", "list"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error"));
+}
+
+/// A `taskgate serve` child process, killed (SIGKILL) when dropped, even on
+/// panic.
+struct Serve {
+    child: Child,
+    stdout: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    log: PathBuf,
+    base: String,
+}
+
+impl Serve {
+    fn start(dir: &TempDir, port: u16, life: usize) -> Serve {
+        let log = dir.path().join(format!("serve{life}.log"));
+        let mut child = taskgate(dir)
+            .arg("serve")
+            .env("TASKGATE_LISTEN", format!("127.0.0.1:{port}"))
+            // One worker: a second task waits `queued` behind the first.
+            .env("TASKGATE_WORKERS", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn taskgate serve");
+        let pipe = child.stdout.take().unwrap();
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let sink = stdout.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Serve {
+            child,
+            stdout,
+            reader: Some(reader),
+            log,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `/healthz` answers.
+    async fn ready(&mut self, http: &reqwest::Client) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "taskgate serve exited ({status}) before it was ready:\n{}",
+                    self.log()
+                );
+            }
+            let answer = http.get(format!("{}/healthz", self.base)).send().await;
+            if answer.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "taskgate serve never became ready:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `kill -9`, then everything it printed.
+    fn kill(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.stdout()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    l.local_addr().unwrap().port()
+}
+
+/// The value after `label` on the line that has it, e.g. `live key: tg_…`.
+fn after(text: &str, label: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.contains(label))
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{text}"));
+    line.split(label).nth(1).unwrap().trim().to_owned()
+}
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Api {
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let r = req.bearer_auth(&self.key).send().await.expect("request");
+        let status = r.status().as_u16();
+        let body = r.json::<Value>().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(self.http.get(format!("{}/api/v1/{path}", self.base)))
+            .await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/{path}", self.base))
+                .json(&body),
+        )
+        .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_first_start_kill_and_restart() {
+    let dir = TempDir::new("serve");
+    let port = free_port();
+    // No pooled connections: they would outlive the killed process.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+
+    // First start on an empty store: an account and two keys, printed once.
+    let mut first = Serve::start(&dir, port, 1);
+    first.ready(&http).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !first.stdout().contains("test key:") {
+        assert!(
+            Instant::now() < deadline,
+            "no keys printed at first start:\n{}",
+            first.stdout()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let banner = first.stdout();
+    let live = after(&banner, "live key:");
+    let test = after(&banner, "test key:");
+    assert_eq!(
+        ApiKeySecret::parse(&live).map(|k| k.key_type()),
+        Some(KeyType::Live),
+        "{banner}"
+    );
+    assert_eq!(
+        ApiKeySecret::parse(&test).map(|k| k.key_type()),
+        Some(KeyType::Test),
+        "{banner}"
+    );
+    assert!(banner.contains("default"), "{banner}");
+    // The printed curl example names this server and a key, and works.
+    assert!(
+        banner.contains(&format!("curl -s http://127.0.0.1:{port}/api/v1/call")),
+        "{banner}"
+    );
+    let bearer = after(&banner, "Authorization: Bearer ");
+    let bearer = bearer.trim_end_matches(['\'', '\\', ' ']).to_owned();
+    assert!(bearer == test || bearer == live, "{banner}");
+    let example = after(&banner, "-d '");
+    let example: Value =
+        serde_json::from_str(example.trim_end_matches('\'')).expect("the example body is JSON");
+    let api = Api {
+        http: http.clone(),
+        base: first.base.clone(),
+        key: bearer,
+    };
+    let (status, body) = api.post("call", example).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["status"], json!("succeeded"), "{body}");
+    assert_eq!(body["data"]["output"]["label"], json!("positive"));
+    let live_api = Api {
+        http: http.clone(),
+        base: first.base.clone(),
+        key: live.clone(),
+    };
+    assert_eq!(live_api.get("apis").await.0, 200);
+
+    // A task running for a minute, and one queued behind it (one worker).
+    let api = Api {
+        http: http.clone(),
+        base: first.base.clone(),
+        key: test.clone(),
+    };
+    let (status, body) = api
+        .post(
+            "call",
+            json!({ "api": "sentiment", "input": { "text": "slow" }, "mode": "async",
+                              "sandbox": { "delay_ms": 60000 } }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let running = body["data"]["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = api.get(&format!("call/{running}")).await;
+        if body["data"]["status"] == json!("running") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task never started: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = api
+        .post(
+            "call",
+            json!({ "api": "sentiment", "input": { "text": "I love this" }, "mode": "async" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let queued = body["data"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        api.get(&format!("call/{queued}")).await.1["data"]["status"],
+        json!("queued")
+    );
+
+    // kill -9, then start again on the same store and address.
+    let printed = first.kill();
+    assert_eq!(printed.matches("live key:").count(), 1, "{printed}");
+    let mut second = Serve::start(&dir, port, 2);
+    second.ready(&http).await;
+    let api = Api {
+        http: http.clone(),
+        base: second.base.clone(),
+        key: test.clone(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let (mut first_task, mut second_task);
+    loop {
+        let (status, body) = api.get("tasks?limit=10").await;
+        assert_eq!(status, 200, "{body}");
+        let items = body["data"]["items"].as_array().unwrap().clone();
+        let find = |id: &str| {
+            items
+                .iter()
+                .find(|t| t["id"] == json!(id))
+                .cloned()
+                .unwrap()
+        };
+        first_task = find(&running);
+        second_task = find(&queued);
+        let done = |t: &Value| {
+            ["succeeded", "failed", "cancelled"].contains(&t["status"].as_str().unwrap())
+        };
+        if done(&first_task) && done(&second_task) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tasks left unfinished after the restart:\n{first_task}\n{second_task}\n{}",
+            second.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The task the dead process was running is not left running.
+    assert_eq!(first_task["status"], json!("failed"), "{first_task}");
+    assert_eq!(
+        first_task["error"]["code"],
+        json!("interrupted"),
+        "{first_task}"
+    );
+    assert_eq!(first_task["usage"]["cost_usd"], json!("0.000000"));
+    let (_, d) = api.get(&format!("tasks/{running}")).await;
+    let statuses: Vec<&str> = d["data"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["queued", "running", "failed"], "{d}");
+    // The task it left queued gets run.
+    assert_eq!(second_task["status"], json!("succeeded"), "{second_task}");
+    let (_, t) = api.get(&format!("call/{queued}")).await;
+    assert_eq!(t["data"]["output"]["label"], json!("positive"), "{t}");
+    // The keys of the first start still work; the second start printed none.
+    let live_api = Api {
+        http: http.clone(),
+        base: second.base.clone(),
+        key: live,
+    };
+    assert_eq!(live_api.get("tasks").await.0, 200);
+    let printed = second.kill();
+    assert!(
+        !printed.contains("tg_") && !printed.contains("key:"),
+        "a restart printed keys:\n{printed}"
+    );
+}
