@@ -53,11 +53,32 @@ pub async fn create(
     let Some(key) = idempotency_key else {
         return execute(&app, &principal, request, None).await;
     };
+    // Taken, answered and recorded in a task of its own: a client that hangs
+    // up (the usual reason to retry) must not leave the key "in progress",
+    // which would answer its retries 409 and, once stale, execute again.
+    let hash = request_hash(&body.raw);
+    tokio::spawn(idempotent(app.clone(), principal, request, key, hash))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "an idempotent request failed");
+            ApiError::internal()
+        })?
+}
+
+/// Executes a request once per Idempotency-Key: records its answer (or
+/// frees the key if it was refused) and replays it to repeats.
+async fn idempotent(
+    app: Arc<AppState>,
+    principal: Principal,
+    request: CallRequest,
+    key: String,
+    request_hash: String,
+) -> ApiResult<Response> {
     let begin = IdempotencyBegin {
         account_id: principal.account_id.clone(),
         mode: principal.mode.as_str().to_owned(),
         key: key.clone(),
-        request_hash: request_hash(&body.raw),
+        request_hash,
         now: now_ms(),
         expired_before: now_ms() - IDEMPOTENCY_TTL_MS,
         // A request can wait for its task at most the sync wait; well past

@@ -5,3 +5,9 @@ mod utils;
 
 mod call;
 mod envelope;
+mod tasks;
+mod cancel;
+mod catalog;
+mod auth;
+mod limits;
+mod idempotency;
