@@ -1,9 +1,10 @@
 //! The executor: a bounded pool of workers fed from the store.
 //!
-//! A task is inserted `queued` (durable) before it runs. The handler then
-//! nudges the dispatcher with the id; the dispatcher also polls the store, so
-//! a nudge lost to a full channel or a restart still gets the task run. A
-//! worker claims the task (`queued → running`, conditional, so exactly one
+//! A task is stored before it runs. When a worker is free at once, it is
+//! stored already claimed by that worker and runs straight away. Otherwise it
+//! is stored `queued` and the dispatcher is nudged with its id; the dispatcher
+//! also polls the store, so a nudge lost to a full channel or a restart still
+//! gets the task run. A worker claims a queued task (`queued → running`, conditional, so exactly one
 //! claim wins), runs it under its deadline and a cancellation token, and
 //! writes the result only if the task is still `running`: a task cancelled
 //! meanwhile keeps `cancelled` and its late result is dropped.
@@ -22,7 +23,7 @@ use serde_json::{json, Value};
 use taskgate_core::task::error_code;
 use taskgate_core::timefmt::format_ms;
 use taskgate_providers::{Attempt, ExecError, Execution};
-use taskgate_store::{Store, TaskFinish, TaskRecord};
+use taskgate_store::{Store, StoreResult, TaskFinish, TaskRecord};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -193,6 +194,42 @@ impl Executor {
         }
     }
 
+    /// Stores a new task and gets it run. When a worker is free at once, the
+    /// task is stored already claimed by it: durable before it runs, in one
+    /// write instead of an insert and a claim. Otherwise it is stored queued
+    /// and the dispatcher runs it when a worker frees up. Returns the task as
+    /// stored.
+    pub async fn enqueue(self: &Arc<Self>, mut task: TaskRecord) -> StoreResult<TaskRecord> {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            self.store.insert_task(&task).await?;
+            self.submit(task.id.clone());
+            return Ok(task);
+        };
+        let now = task.created_at;
+        task.status = "running".to_owned();
+        task.started_at = Some(now);
+        task.runner = Some(self.runner.clone());
+        task.lease_until = Some(now + LEASE_MS);
+        task.events = format!(r#"[{{"status":"queued","at":{now}}},{{"status":"running","at":{now}}}]"#);
+        let token = CancellationToken::new();
+        self.running.lock().insert(task.id.clone(), token.clone());
+        self.inflight.lock().insert(task.id.clone());
+        if let Err(e) = self.store.insert_task(&task).await {
+            self.running.lock().remove(&task.id);
+            self.inflight.lock().remove(&task.id);
+            return Err(e);
+        }
+        let me = self.clone();
+        let claimed = task.clone();
+        self.tracker.spawn(async move {
+            let id = claimed.id.clone();
+            me.execute_claimed(claimed, token).await;
+            me.inflight.lock().remove(&id);
+            drop(permit);
+        });
+        Ok(task)
+    }
+
     async fn run(&self, id: &str) {
         // The token is registered before the claim: a cancel that lands right
         // after the claim commits must find it, or the execution would go on
@@ -212,6 +249,11 @@ impl Executor {
                 return;
             }
         };
+        self.execute_claimed(task, token).await;
+    }
+
+    /// Runs a task this instance has claimed, under its deadline and token.
+    async fn execute_claimed(&self, task: TaskRecord, token: CancellationToken) {
         let mut attempts = Vec::new();
         let result = match self.catalog.get(&task.api) {
             Some(entry) => {

@@ -384,18 +384,27 @@ async fn execute(
         runner: None,
         lease_until: None,
     };
-    app.store.insert_task(&task).await?;
     if request.asynchronous {
-        app.executor.submit(task.id.clone());
-        return answer(&task);
+        let stored = app.executor.enqueue(task).await?;
+        return answer(&stored);
     }
+    // Wait registered first: a fast task may finish before enqueue returns.
     let done = app.executor.wait(&task.id);
-    app.executor.submit(task.id.clone());
+    let id = task.id.clone();
+    let stored = match app.executor.enqueue(task).await {
+        Ok(stored) => stored,
+        Err(e) => {
+            app.executor.forget(&id);
+            return Err(e.into());
+        }
+    };
     match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
         Ok(Ok(finished)) => answer(&finished),
         _ => {
-            app.executor.forget(&task.id);
-            let current = app.store.get_task_by_id(&task.id).await?.unwrap_or(task);
+            app.executor.forget(&id);
+            // The task exists from here on: answer with it even if the store
+            // cannot be read now, so an Idempotency-Key is not released.
+            let current = app.store.get_task_by_id(&id).await.ok().flatten().unwrap_or(stored);
             answer(&current)
         }
     }
