@@ -20,7 +20,11 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
             'h' => 3_600_000,
             'd' => 86_400_000,
             'w' => 7 * 86_400_000,
-            _ => return Err(format!("invalid duration {s:?}: unknown unit {c:?} (use s, m, h, d, w)")),
+            _ => {
+                return Err(format!(
+                    "invalid duration {s:?}: unknown unit {c:?} (use s, m, h, d, w)"
+                ));
+            }
         };
         let n: i64 = digits
             .parse()
@@ -33,7 +37,9 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
         seen_unit = true;
     }
     if !digits.is_empty() || !seen_unit {
-        return Err(format!("invalid duration {s:?}: expected e.g. 30s, 15m, 12h, 30d"));
+        return Err(format!(
+            "invalid duration {s:?}: expected e.g. 30s, 15m, 12h, 30d"
+        ));
     }
     Ok(total)
 }

@@ -85,7 +85,10 @@ mod tests {
     #[test]
     fn floor_sorts_before_ids_of_that_millisecond() {
         let now = SystemTime::now();
-        let ms = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let ms = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
         let id = new_id_at(IdKind::Task, now);
         assert!(id_floor(IdKind::Task, ms) <= id);
         assert!(id_floor(IdKind::Task, ms + 1) > id);

@@ -55,7 +55,9 @@ impl FromStr for KeyType {
             "live" => Ok(KeyType::Live),
             "test" => Ok(KeyType::Test),
             "restricted" => Ok(KeyType::Restricted),
-            _ => Err(format!("unknown key type {s:?} (expected live, test or restricted)")),
+            _ => Err(format!(
+                "unknown key type {s:?} (expected live, test or restricted)"
+            )),
         }
     }
 }
@@ -255,9 +257,9 @@ mod tests {
         let crc = crc32fast::hash(b"abc") as u64; // 0x352441c2 = 891568578
         assert_eq!(crc, 891_568_578);
         // Decoding the six base62 digits most-significant first gives the CRC back.
-        let decoded = checksum("abc")
-            .bytes()
-            .fold(0u64, |acc, b| acc * 62 + BASE62.iter().position(|&c| c == b).unwrap() as u64);
+        let decoded = checksum("abc").bytes().fold(0u64, |acc, b| {
+            acc * 62 + BASE62.iter().position(|&c| c == b).unwrap() as u64
+        });
         assert_eq!(decoded, crc);
     }
 

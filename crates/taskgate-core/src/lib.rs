@@ -8,7 +8,7 @@ pub mod money;
 pub mod task;
 pub mod timefmt;
 
-pub use ids::{new_id, IdKind};
+pub use ids::{IdKind, new_id};
 pub use key::{ApiKeySecret, KeyType, Mode, Scope};
 pub use money::Micros;
 pub use task::TaskStatus;

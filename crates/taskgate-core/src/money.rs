@@ -27,17 +27,28 @@ impl fmt::Display for Micros {
 
 /// Parses a non-negative decimal string into an integer scaled by 10^`scale`.
 pub fn parse_decimal(s: &str, scale: u32) -> Result<i64, String> {
-    let bad = || format!("invalid amount {s:?}: expected a non-negative decimal with at most {scale} decimals");
+    let bad = || {
+        format!(
+            "invalid amount {s:?}: expected a non-negative decimal with at most {scale} decimals"
+        )
+    };
     let s = s.trim();
     let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
     if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
     }
-    if frac.len() > scale as usize || !frac.bytes().all(|b| b.is_ascii_digit()) || (s.contains('.') && frac.is_empty()) {
+    if frac.len() > scale as usize
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || (s.contains('.') && frac.is_empty())
+    {
         return Err(bad());
     }
     let whole: i64 = whole.parse().map_err(|_| bad())?;
-    let mut frac_val: i64 = if frac.is_empty() { 0 } else { frac.parse().map_err(|_| bad())? };
+    let mut frac_val: i64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| bad())?
+    };
     for _ in frac.len()..scale as usize {
         frac_val *= 10;
     }
@@ -52,7 +63,12 @@ pub fn format_decimal(v: i64, scale: u32) -> String {
     let p = 10i64.pow(scale);
     let sign = if v < 0 { "-" } else { "" };
     let a = v.unsigned_abs();
-    format!("{sign}{}.{:0width$}", a / p as u64, a % p as u64, width = scale as usize)
+    format!(
+        "{sign}{}.{:0width$}",
+        a / p as u64,
+        a % p as u64,
+        width = scale as usize
+    )
 }
 
 /// Nano-USD to micro-USD, rounding half up: what a task is charged.

@@ -51,7 +51,12 @@ impl TaskStatus {
         use TaskStatus::*;
         matches!(
             (self, next),
-            (Queued, Running) | (Queued, Cancelled) | (Queued, Failed) | (Running, Succeeded) | (Running, Failed) | (Running, Cancelled)
+            (Queued, Running)
+                | (Queued, Cancelled)
+                | (Queued, Failed)
+                | (Running, Succeeded)
+                | (Running, Failed)
+                | (Running, Cancelled)
         )
     }
 }

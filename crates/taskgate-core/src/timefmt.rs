@@ -42,8 +42,14 @@ mod tests {
         let s = format_ms(ms);
         assert!(s.ends_with(".345Z"), "{s}");
         assert_eq!(parse_rfc3339_ms(&s), Some(ms));
-        assert_eq!(parse_rfc3339_ms("2026-11-21T14:45:12+01:00"), parse_rfc3339_ms("2026-11-21T13:45:12Z"));
+        assert_eq!(
+            parse_rfc3339_ms("2026-11-21T14:45:12+01:00"),
+            parse_rfc3339_ms("2026-11-21T13:45:12Z")
+        );
         assert_eq!(parse_rfc3339_ms("yesterday"), None);
-        assert_eq!(month_key(parse_rfc3339_ms("2026-11-30T23:59:59Z").unwrap()), "2026-11");
+        assert_eq!(
+            month_key(parse_rfc3339_ms("2026-11-30T23:59:59Z").unwrap()),
+            "2026-11"
+        );
     }
 }

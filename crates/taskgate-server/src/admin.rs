@@ -1,7 +1,7 @@
 //! Operator actions on accounts and keys, shared by the CLI and first start.
 
-use anyhow::{anyhow, bail, Context};
-use serde_json::{json, Value};
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
 use taskgate_core::ids::{is_valid, new_id};
 use taskgate_core::timefmt::now_ms;
 use taskgate_core::{ApiKeySecret, IdKind, KeyType, Micros, Scope};
@@ -22,7 +22,10 @@ pub async fn create_account(
         bail!("--name must be 1 to 200 characters");
     }
     check_plan(config, plan)?;
-    let limit = monthly_spend_limit_usd.map(Micros::parse_usd).transpose().map_err(|e| anyhow!(e))?;
+    let limit = monthly_spend_limit_usd
+        .map(Micros::parse_usd)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
     let account = Account {
         id: new_id(IdKind::Account),
         name: name.to_owned(),
@@ -54,10 +57,8 @@ pub async fn update_account(
     if let Some(p) = plan {
         check_plan(config, p)?;
     }
-    if let Some(s) = status {
-        if !matches!(s, "active" | "suspended") {
-            bail!("--status must be active or suspended");
-        }
+    if status.is_some_and(|s| !matches!(s, "active" | "suspended")) {
+        bail!("--status must be active or suspended");
     }
     let limit = match monthly_spend_limit_usd {
         None => None,
@@ -80,7 +81,14 @@ pub async fn update_account(
 }
 
 pub async fn list_accounts(store: &dyn Store) -> anyhow::Result<Value> {
-    Ok(Value::Array(store.list_accounts().await?.iter().map(account_json).collect()))
+    Ok(Value::Array(
+        store
+            .list_accounts()
+            .await?
+            .iter()
+            .map(account_json)
+            .collect(),
+    ))
 }
 
 pub struct NewKey<'a> {
@@ -121,12 +129,18 @@ pub async fn create_key(store: &dyn Store, new: NewKey<'_>) -> anyhow::Result<Va
         (KeyType::Restricted, None) => {
             bail!("a restricted key needs --scopes (apis:read, tasks:read, tasks:write)")
         }
-        (_, Some(_)) => bail!("--scopes applies to restricted keys only; live and test keys have full access"),
+        (_, Some(_)) => {
+            bail!("--scopes applies to restricted keys only; live and test keys have full access")
+        }
         (_, None) => Scope::ALL.to_vec(),
     };
     let apis = match (new.key_type, &new.apis) {
         (KeyType::Restricted, Some(a)) => {
-            let list: Vec<String> = a.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+            let list: Vec<String> = a
+                .iter()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
             if list.is_empty() {
                 bail!("--apis needs at least one API slug");
             }
@@ -169,7 +183,14 @@ pub async fn list_keys(store: &dyn Store, account_id: &str) -> anyhow::Result<Va
         .get_account(account_id)
         .await?
         .with_context(|| format!("no account with id {account_id:?}"))?;
-    Ok(Value::Array(store.list_keys(account_id).await?.iter().map(key_json).collect()))
+    Ok(Value::Array(
+        store
+            .list_keys(account_id)
+            .await?
+            .iter()
+            .map(key_json)
+            .collect(),
+    ))
 }
 
 pub async fn revoke_key(store: &dyn Store, key_id: &str) -> anyhow::Result<Value> {
@@ -208,7 +229,9 @@ pub async fn roll_key(store: &dyn Store, key_id: &str, grace_ms: i64) -> anyhow:
         revoked_at: None,
         ..old.clone()
     };
-    store.roll_key(key_id, &new, &secret.hash(), now + grace_ms.max(0)).await?;
+    store
+        .roll_key(key_id, &new, &secret.hash(), now + grace_ms.max(0))
+        .await?;
     let mut v = with_secret(&new, &secret);
     v["rolled_from"] = json!(key_id);
     Ok(v)
@@ -216,13 +239,23 @@ pub async fn roll_key(store: &dyn Store, key_id: &str, grace_ms: i64) -> anyhow:
 
 /// First start: an empty store gets the `default` account and a live and a
 /// test key, returned so that `serve` can print them once.
-pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Option<(Value, Value, Value)>> {
+pub async fn bootstrap(
+    store: &dyn Store,
+    config: &Config,
+) -> anyhow::Result<Option<(Value, Value, Value)>> {
     if store.count_accounts().await? > 0 {
         return Ok(None);
     }
     let account = create_account(store, config, "default", &config.default_plan, None).await?;
     let id = account["id"].as_str().unwrap_or_default().to_owned();
-    let key = |t, name| NewKey { account_id: &id, key_type: t, name, scopes: None, apis: None, expires_in_ms: None };
+    let key = |t, name| NewKey {
+        account_id: &id,
+        key_type: t,
+        name,
+        scopes: None,
+        apis: None,
+        expires_in_ms: None,
+    };
     let live = create_key(store, key(KeyType::Live, "default live key")).await?;
     let test = create_key(store, key(KeyType::Test, "default test key")).await?;
     Ok(Some((account, live, test)))

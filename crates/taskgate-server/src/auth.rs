@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
@@ -21,10 +21,10 @@ use taskgate_core::key::hash_key;
 use taskgate_core::{ApiKeySecret, KeyType, Mode, Scope};
 use taskgate_store::{Account, KeyRecord};
 
+use crate::AppState;
 use crate::config::PlanLimits;
 use crate::error::ApiError;
-use crate::ratelimit::{now_ms, Decision};
-use crate::AppState;
+use crate::ratelimit::{Decision, now_ms};
 
 /// Who is calling, already authenticated, in good standing and within limits.
 #[derive(Debug, Clone)]
@@ -70,10 +70,14 @@ impl<S: RequiredScope, St: Send + Sync> FromRequestParts<St> for Auth<S> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &St) -> Result<Self, ApiError> {
-        let principal = parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
-            tracing::error!("a handler requiring auth ran outside the auth layer");
-            ApiError::internal()
-        })?;
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| {
+                tracing::error!("a handler requiring auth ran outside the auth layer");
+                ApiError::internal()
+            })?;
         if !principal.scopes.contains(&S::SCOPE) {
             return Err(ApiError::forbidden(
                 "insufficient_permissions",
@@ -89,21 +93,24 @@ impl<S: RequiredScope, St: Send + Sync> FromRequestParts<St> for Auth<S> {
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(2);
 const KEY_CACHE_MAX: usize = 100_000;
 
+/// A key with its account, as looked up by hash (`None`: no such key).
+type Found = Option<Arc<(KeyRecord, Account)>>;
+
 #[derive(Default)]
 pub struct KeyCache {
-    entries: Mutex<HashMap<String, (Instant, Option<Arc<(KeyRecord, Account)>>)>>,
+    entries: Mutex<HashMap<String, (Instant, Found)>>,
     /// Keys used since the last flush, with the time of last use.
     used: Mutex<HashMap<String, i64>>,
 }
 
 impl KeyCache {
-    fn get(&self, hash: &str) -> Option<Option<Arc<(KeyRecord, Account)>>> {
+    fn get(&self, hash: &str) -> Option<Found> {
         let entries = self.entries.lock();
         let (at, v) = entries.get(hash)?;
         (at.elapsed() < KEY_CACHE_TTL).then(|| v.clone())
     }
 
-    fn put(&self, hash: String, v: Option<Arc<(KeyRecord, Account)>>) {
+    fn put(&self, hash: String, v: Found) {
         let mut entries = self.entries.lock();
         if entries.len() >= KEY_CACHE_MAX {
             entries.retain(|_, (at, _)| at.elapsed() < KEY_CACHE_TTL);
@@ -162,10 +169,11 @@ async fn check(
         }])));
     }
     let result = identify(app, headers).await;
-    if let Err(e) = &result {
-        if e.status == axum::http::StatusCode::UNAUTHORIZED {
-            app.auth_failures.record(ip);
-        }
+    if result
+        .as_ref()
+        .is_err_and(|e| e.status == axum::http::StatusCode::UNAUTHORIZED)
+    {
+        app.auth_failures.record(ip);
     }
     let (key, account) = result?;
     let key_type: KeyType = key.key_type.parse().map_err(|_| ApiError::internal())?;
@@ -184,7 +192,10 @@ async fn check(
         .copied()
         // An account whose plan was removed from the config is held to the
         // strictest configured limits rather than none.
-        .unwrap_or(PlanLimits { per_minute: Some(0), per_day: Some(0) });
+        .unwrap_or(PlanLimits {
+            per_minute: Some(0),
+            per_day: Some(0),
+        });
     let decision = app.limiter.check(&account.id, limits);
     if !decision.allowed {
         let mut err = ApiError::new(
@@ -208,7 +219,7 @@ async fn check(
                     "retry_at": taskgate_core::timefmt::format_ms(now_ms() + w.reset_secs as i64 * 1000),
                 }]));
         }
-        rate_limit_headers(&mut err.headers, &decision);
+        rate_limit_headers(err.headers_mut(), &decision);
         return Err(err);
     }
 
@@ -292,7 +303,14 @@ fn rate_limit_headers(headers: &mut HeaderMap, d: &Decision) {
     let policy = d
         .windows
         .iter()
-        .map(|w| format!("\"{}\";q={};w={}", w.window.name(), w.limit, w.window.seconds()))
+        .map(|w| {
+            format!(
+                "\"{}\";q={};w={}",
+                w.window.name(),
+                w.limit,
+                w.window.seconds()
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let mut set = |name: &'static str, value: String| {
@@ -304,7 +322,12 @@ fn rate_limit_headers(headers: &mut HeaderMap, d: &Decision) {
     if let Some(w) = d.tightest() {
         set(
             "ratelimit",
-            format!("\"{}\";r={};t={}", w.window.name(), w.remaining, w.reset_secs),
+            format!(
+                "\"{}\";r={};t={}",
+                w.window.name(),
+                w.remaining,
+                w.reset_secs
+            ),
         );
         set("x-ratelimit-limit", w.limit.to_string());
         set("x-ratelimit-remaining", w.remaining.to_string());

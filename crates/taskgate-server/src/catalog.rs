@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-use taskgate_core::money::{format_decimal, nanos_to_micros, parse_decimal, Micros};
+use serde_json::{Value, json};
+use taskgate_core::money::{Micros, format_decimal, nanos_to_micros, parse_decimal};
 use taskgate_providers::schema::CompiledSchema;
 use taskgate_providers::{ApiSpec, Pricing, Provider, Usage};
 
@@ -23,7 +23,10 @@ impl ApiEntry {
     pub fn cost(&self, usage: &Usage) -> Micros {
         let nanos: i128 = match self.spec.pricing {
             Pricing::PerCall { price_nanos } => price_nanos as i128 * usage.units.max(0) as i128,
-            Pricing::PerKiloTokens { input_nanos, output_nanos } => {
+            Pricing::PerKiloTokens {
+                input_nanos,
+                output_nanos,
+            } => {
                 (input_nanos as i128 * usage.input_tokens.unwrap_or(0) as i128
                     + output_nanos as i128 * usage.output_tokens.unwrap_or(0) as i128)
                     / 1000
@@ -84,7 +87,10 @@ fn pricing_json(p: Pricing) -> Value {
             "unit": "call",
             "price_usd": price_string(price_nanos),
         }),
-        Pricing::PerKiloTokens { input_nanos, output_nanos } => json!({
+        Pricing::PerKiloTokens {
+            input_nanos,
+            output_nanos,
+        } => json!({
             "unit": "1k_tokens",
             "input_price_usd": price_string(input_nanos),
             "output_price_usd": price_string(output_nanos),
@@ -99,7 +105,10 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub fn build(config: &CatalogConfig, providers: Vec<Arc<dyn Provider>>) -> Result<Self, String> {
+    pub fn build(
+        config: &CatalogConfig,
+        providers: Vec<Arc<dyn Provider>>,
+    ) -> Result<Self, String> {
         let mut entries: Vec<Arc<ApiEntry>> = Vec::new();
         let mut by_slug = HashMap::new();
         for provider in providers {
@@ -115,7 +124,9 @@ impl Catalog {
                         spec.description = d.clone();
                     }
                     if let Some(p) = &o.price_per_call_usd {
-                        spec.pricing = Pricing::PerCall { price_nanos: parse_decimal(p, 9)? };
+                        spec.pricing = Pricing::PerCall {
+                            price_nanos: parse_decimal(p, 9)?,
+                        };
                     }
                     if let Some(t) = o.timeout_ms {
                         spec.timeout_ms = t;
@@ -131,7 +142,10 @@ impl Catalog {
                     input_schema,
                     output_schema,
                 });
-                if by_slug.insert(entry.spec.slug.clone(), entry.clone()).is_some() {
+                if by_slug
+                    .insert(entry.spec.slug.clone(), entry.clone())
+                    .is_some()
+                {
                     return Err(format!("two APIs have the slug {}", entry.spec.slug));
                 }
                 entries.push(entry);

@@ -89,15 +89,24 @@ impl Default for Config {
         let mut plans = BTreeMap::new();
         plans.insert(
             "free".to_owned(),
-            PlanLimits { per_minute: Some(60), per_day: Some(1_000) },
+            PlanLimits {
+                per_minute: Some(60),
+                per_day: Some(1_000),
+            },
         );
         plans.insert(
             "pro".to_owned(),
-            PlanLimits { per_minute: Some(300), per_day: Some(50_000) },
+            PlanLimits {
+                per_minute: Some(300),
+                per_day: Some(50_000),
+            },
         );
         plans.insert(
             "enterprise".to_owned(),
-            PlanLimits { per_minute: None, per_day: None },
+            PlanLimits {
+                per_minute: None,
+                per_day: None,
+            },
         );
         Self {
             listen: "127.0.0.1:8080".to_owned(),
@@ -124,7 +133,10 @@ impl Config {
             return Err("config: at least one plan is needed".to_owned());
         }
         if !self.plans.contains_key(&self.default_plan) {
-            return Err(format!("config: default_plan {:?} is not a plan", self.default_plan));
+            return Err(format!(
+                "config: default_plan {:?} is not a plan",
+                self.default_plan
+            ));
         }
         if self.workers == 0 {
             return Err("config: workers must be at least 1".to_owned());

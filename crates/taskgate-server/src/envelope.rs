@@ -10,12 +10,12 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Serialize;
-use taskgate_core::{new_id, IdKind};
+use taskgate_core::{IdKind, new_id};
 
 use crate::error::{ApiError, ErrorBody};
 
@@ -39,7 +39,10 @@ impl Data {
             tracing::error!(error = %e, "cannot serialize a response");
             ApiError::internal()
         })?;
-        Ok(Self { status, json: Bytes::from(json) })
+        Ok(Self {
+            status,
+            json: Bytes::from(json),
+        })
     }
 }
 
@@ -61,7 +64,9 @@ impl IntoResponse for Data {
 pub async fn envelope(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = new_id(IdKind::Request);
-    request.extensions_mut().insert(RequestId(request_id.clone()));
+    request
+        .extensions_mut()
+        .insert(RequestId(request_id.clone()));
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -102,11 +107,23 @@ enum Payload {
 fn framework_error(status: StatusCode) -> ApiError {
     match status.as_u16() {
         404 => ApiError::not_found("route_not_found", "No such route."),
-        405 => ApiError::new(status, "method_not_allowed", "This route does not accept that method."),
-        413 => ApiError::new(status, "payload_too_large", "The request body is too large."),
+        405 => ApiError::new(
+            status,
+            "method_not_allowed",
+            "This route does not accept that method.",
+        ),
+        413 => ApiError::new(
+            status,
+            "payload_too_large",
+            "The request body is too large.",
+        ),
         400 | 415 | 422 => ApiError::invalid_json("The request body is not valid JSON."),
         s if s >= 500 => ApiError::internal(),
-        _ => ApiError::new(status, "invalid_request", "The request could not be processed."),
+        _ => ApiError::new(
+            status,
+            "invalid_request",
+            "The request could not be processed.",
+        ),
     }
 }
 
@@ -120,7 +137,7 @@ fn write(response: Response, payload: Payload, request_id: &str, started: Instan
         }
         Payload::Error(err) => {
             parts.status = err.status;
-            for (name, value) in &err.headers {
+            for (name, value) in err.headers.iter().flat_map(|h| h.iter()) {
                 parts.headers.insert(name, value.clone());
             }
             let error = ErrorJson {
@@ -128,7 +145,7 @@ fn write(response: Response, payload: Payload, request_id: &str, started: Instan
                 code: err.code,
                 message: &err.message,
                 param: err.param.as_deref(),
-                details: err.details.as_ref(),
+                details: err.details.as_deref(),
             };
             body.extend_from_slice(br#"{"success":false,"data":null,"error":"#);
             // Serializing these plain fields cannot fail.
@@ -137,9 +154,13 @@ fn write(response: Response, payload: Payload, request_id: &str, started: Instan
     }
     let latency_ms = (started.elapsed().as_micros() as f64 / 10.0).round() / 100.0;
     body.extend_from_slice(
-        format!(r#","meta":{{"request_id":"{request_id}","latency_ms":{latency_ms}}}}}"#).as_bytes(),
+        format!(r#","meta":{{"request_id":"{request_id}","latency_ms":{latency_ms}}}}}"#)
+            .as_bytes(),
     );
-    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body))
 }

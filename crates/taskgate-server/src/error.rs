@@ -18,8 +18,9 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub param: Option<String>,
-    pub details: Option<Value>,
-    pub headers: HeaderMap,
+    pub details: Option<Box<Value>>,
+    /// Boxed: most errors carry none, and a small error keeps `Result`s small.
+    pub headers: Option<Box<HeaderMap>>,
 }
 
 /// The error as the envelope layer receives it, in the response's extensions.
@@ -34,7 +35,7 @@ impl ApiError {
             message: message.into(),
             param: None,
             details: None,
-            headers: HeaderMap::new(),
+            headers: None,
         }
     }
 
@@ -44,15 +45,19 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
     pub fn with_header(mut self, name: &'static str, value: &str) -> Self {
         if let Ok(v) = HeaderValue::from_str(value) {
-            self.headers.insert(name, v);
+            self.headers_mut().insert(name, v);
         }
         self
+    }
+
+    pub fn headers_mut(&mut self) -> &mut HeaderMap {
+        self.headers.get_or_insert_with(Default::default)
     }
 
     /// The `type` of the contract's error table, fixed by status.
@@ -80,8 +85,7 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_parameter", message).with_param(param)
     }
     pub fn unauthorized(code: &'static str, message: &str) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, code, message)
-            .with_header("www-authenticate", "Bearer")
+        Self::new(StatusCode::UNAUTHORIZED, code, message).with_header("www-authenticate", "Bearer")
     }
     pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, code, message)
@@ -100,7 +104,11 @@ impl ApiError {
         )
     }
     pub fn unavailable(message: &str) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "service_unavailable", message)
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            message,
+        )
     }
     pub fn task_not_found(id: &str) -> Self {
         let shown: String = id.chars().take(64).collect();
@@ -108,15 +116,16 @@ impl ApiError {
     }
     pub fn api_not_found(slug: &str) -> Self {
         let shown: String = slug.chars().take(64).collect();
-        Self::not_found("api_not_found", format!("No API with slug {shown:?}."))
-            .with_param("api")
+        Self::not_found("api_not_found", format!("No API with slug {shown:?}.")).with_param("api")
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = self.status.into_response();
-        response.headers_mut().extend(self.headers.clone());
+        if let Some(h) = &self.headers {
+            response.headers_mut().extend((**h).clone());
+        }
         response.extensions_mut().insert(ErrorBody(self));
         response
     }
@@ -142,7 +151,10 @@ impl From<taskgate_store::StoreError> for ApiError {
 
 fn is_unavailable(e: &taskgate_store::sqlx_error::Error) -> bool {
     use taskgate_store::sqlx_error::Error;
-    matches!(e, Error::PoolTimedOut | Error::PoolClosed | Error::Io(_) | Error::Tls(_))
+    matches!(
+        e,
+        Error::PoolTimedOut | Error::PoolClosed | Error::Io(_) | Error::Tls(_)
+    )
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -19,12 +19,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use taskgate_core::task::error_code;
 use taskgate_core::timefmt::format_ms;
 use taskgate_providers::{Attempt, ExecError, Execution};
 use taskgate_store::{Store, StoreResult, TaskFinish, TaskRecord};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -74,7 +74,10 @@ impl Executor {
     ) -> anyhow::Result<Arc<Self>> {
         let interrupted = store.interrupt_expired(now_ms(), Some(&runner)).await?;
         if !interrupted.is_empty() {
-            tracing::warn!(count = interrupted.len(), "tasks interrupted by a previous stop ended failed");
+            tracing::warn!(
+                count = interrupted.len(),
+                "tasks interrupted by a previous stop ended failed"
+            );
         }
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let executor = Arc::new(Self {
@@ -103,7 +106,11 @@ impl Executor {
     /// A receiver for the task's final state. Register before submitting.
     pub fn wait(&self, id: &str) -> oneshot::Receiver<TaskRecord> {
         let (tx, rx) = oneshot::channel();
-        self.waiters.lock().entry(id.to_owned()).or_default().push(tx);
+        self.waiters
+            .lock()
+            .entry(id.to_owned())
+            .or_default()
+            .push(tx);
         rx
     }
 
@@ -132,7 +139,10 @@ impl Executor {
     pub async fn shutdown(&self, grace: Duration) {
         self.shutdown.cancel();
         self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("tasks still running at shutdown; they end `interrupted` at next start");
         }
     }
@@ -183,7 +193,10 @@ impl Executor {
             }
             match self.store.interrupt_expired(now, None).await {
                 Ok(ids) if !ids.is_empty() => {
-                    tracing::warn!(count = ids.len(), "tasks of a stopped instance ended interrupted")
+                    tracing::warn!(
+                        count = ids.len(),
+                        "tasks of a stopped instance ended interrupted"
+                    )
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot sweep expired leases"),
@@ -210,7 +223,8 @@ impl Executor {
         task.started_at = Some(now);
         task.runner = Some(self.runner.clone());
         task.lease_until = Some(now + LEASE_MS);
-        task.events = format!(r#"[{{"status":"queued","at":{now}}},{{"status":"running","at":{now}}}]"#);
+        task.events =
+            format!(r#"[{{"status":"queued","at":{now}}},{{"status":"running","at":{now}}}]"#);
         let token = CancellationToken::new();
         self.running.lock().insert(task.id.clone(), token.clone());
         self.inflight.lock().insert(task.id.clone());
@@ -237,7 +251,11 @@ impl Executor {
         let token = CancellationToken::new();
         self.running.lock().insert(id.to_owned(), token.clone());
         let now = now_ms();
-        let task = match self.store.claim_task(id, &self.runner, now, now + LEASE_MS).await {
+        let task = match self
+            .store
+            .claim_task(id, &self.runner, now, now + LEASE_MS)
+            .await
+        {
             Ok(Some(task)) => task,
             Ok(None) => {
                 self.running.lock().remove(id);
@@ -282,7 +300,12 @@ impl Executor {
         self.finish(task, result, attempts).await;
     }
 
-    async fn finish(&self, task: TaskRecord, result: Result<Execution, ExecError>, attempts: Vec<Attempt>) {
+    async fn finish(
+        &self,
+        task: TaskRecord,
+        result: Result<Execution, ExecError>,
+        attempts: Vec<Attempt>,
+    ) {
         let completed_at = now_ms().max(task.started_at.unwrap_or(0));
         let live = task.mode == "live";
         let entry = self.catalog.get(&task.api);
@@ -303,7 +326,9 @@ impl Executor {
         };
         let event = match &error {
             None => json!({ "status": status, "at": completed_at }),
-            Some(_) => json!({ "status": status, "at": completed_at, "message": "execution failed" }),
+            Some(_) => {
+                json!({ "status": status, "at": completed_at, "message": "execution failed" })
+            }
         };
         let finish = TaskFinish {
             status: status.to_owned(),
@@ -335,11 +360,22 @@ impl Executor {
     }
 }
 
-async fn execute(entry: &ApiEntry, task: &TaskRecord, attempts: &mut Vec<Attempt>) -> Result<Execution, ExecError> {
-    let input: Value = serde_json::from_str(&task.input)
-        .map_err(|_| ExecError::new(error_code::INTERNAL_ERROR, "The stored input is unreadable."))?;
+async fn execute(
+    entry: &ApiEntry,
+    task: &TaskRecord,
+    attempts: &mut Vec<Attempt>,
+) -> Result<Execution, ExecError> {
+    let input: Value = serde_json::from_str(&task.input).map_err(|_| {
+        ExecError::new(
+            error_code::INTERNAL_ERROR,
+            "The stored input is unreadable.",
+        )
+    })?;
     if task.mode != "test" {
-        return entry.provider.execute(&entry.spec.slug, &input, attempts).await;
+        return entry
+            .provider
+            .execute(&entry.spec.slug, &input, attempts)
+            .await;
     }
     // Test mode never leaves the process: the API's sandbox behaviour, shaped
     // by the task's sandbox controls.
@@ -347,7 +383,10 @@ async fn execute(entry: &ApiEntry, task: &TaskRecord, attempts: &mut Vec<Attempt
         .sandbox
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_else(|| SandboxControls { outcome: default_outcome(), ..Default::default() });
+        .unwrap_or_else(|| SandboxControls {
+            outcome: default_outcome(),
+            ..Default::default()
+        });
     let started = time::OffsetDateTime::now_utc();
     let clock = std::time::Instant::now();
     if controls.delay_ms > 0 {
@@ -355,7 +394,10 @@ async fn execute(entry: &ApiEntry, task: &TaskRecord, attempts: &mut Vec<Attempt
     }
     let result = match controls.outcome.as_str() {
         "failed" => Err(ExecError::new(
-            controls.error_code.as_deref().unwrap_or(error_code::UPSTREAM_ERROR),
+            controls
+                .error_code
+                .as_deref()
+                .unwrap_or(error_code::UPSTREAM_ERROR),
             "Simulated failure (test mode sandbox).",
         )),
         // A hang: the task's own deadline ends it with `timeout`.
@@ -367,7 +409,12 @@ async fn execute(entry: &ApiEntry, task: &TaskRecord, attempts: &mut Vec<Attempt
         target: entry.spec.slug.clone(),
         started_at: started,
         duration_ms: clock.elapsed().as_millis() as u64,
-        outcome: if result.is_ok() { "succeeded" } else { "failed" }.to_owned(),
+        outcome: if result.is_ok() {
+            "succeeded"
+        } else {
+            "failed"
+        }
+        .to_owned(),
         http_status: None,
     });
     result
@@ -422,7 +469,11 @@ fn finished_record(mut task: TaskRecord, f: TaskFinish) -> TaskRecord {
     task.completed_at = Some(f.completed_at);
     task.lease_until = None;
     if let Some(rest) = task.events.strip_suffix(']') {
-        let sep = if rest.trim_end().ends_with('[') { "" } else { "," };
+        let sep = if rest.trim_end().ends_with('[') {
+            ""
+        } else {
+            ","
+        };
         task.events = format!("{rest}{sep}{}]", f.event);
     }
     task

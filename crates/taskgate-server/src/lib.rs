@@ -18,14 +18,14 @@ pub mod v1;
 pub mod views;
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use taskgate_providers::builtin::Builtin;
 use taskgate_providers::Provider;
+use taskgate_providers::builtin::Builtin;
 use taskgate_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,12 @@ pub struct AppState {
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     let store = taskgate_store::connect(&config.database_url)
         .await
-        .with_context(|| format!("cannot open the store ({})", redact_url(&config.database_url)))?;
+        .with_context(|| {
+            format!(
+                "cannot open the store ({})",
+                redact_url(&config.database_url)
+            )
+        })?;
     store.migrate().await.context("cannot migrate the store")?;
     Ok(store)
 }
@@ -96,7 +101,11 @@ impl Server {
 }
 
 /// Starts the service on `listener` (or binds `config.listen`).
-pub async fn start(config: Config, store: Arc<dyn Store>, listener: Option<TcpListener>) -> anyhow::Result<Server> {
+pub async fn start(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: Option<TcpListener>,
+) -> anyhow::Result<Server> {
     config.validate().map_err(anyhow::Error::msg)?;
     metrics::install();
     let listener = match listener {
@@ -109,7 +118,10 @@ pub async fn start(config: Config, store: Arc<dyn Store>, listener: Option<TcpLi
     std::thread::spawn(taskgate_providers::builtin::warm_up);
     let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Builtin::new())];
     let catalog = Arc::new(Catalog::build(&config.catalog, providers).map_err(anyhow::Error::msg)?);
-    let runner = config.instance_id.clone().unwrap_or_else(|| default_instance_id(addr));
+    let runner = config
+        .instance_id
+        .clone()
+        .unwrap_or_else(|| default_instance_id(addr));
     let executor = Executor::start(store.clone(), catalog.clone(), runner, config.workers).await?;
     let openapi = Bytes::from(openapi::document(&catalog));
     let state = Arc::new(AppState {
@@ -133,14 +145,21 @@ pub async fn start(config: Config, store: Arc<dyn Store>, listener: Option<TcpLi
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 token.cancelled().await;
-                draining.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+                draining
+                    .draining
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
             })
             .await?;
         st.executor.shutdown(Duration::from_secs(10)).await;
         flush_once(&st).await;
         Ok(())
     });
-    Ok(Server { addr, state, shutdown, done })
+    Ok(Server {
+        addr,
+        state,
+        shutdown,
+        done,
+    })
 }
 
 /// The instance's id in a shared store: host name and port, stable across
@@ -168,9 +187,9 @@ async fn flush_key_usage(state: Arc<AppState>, stop: CancellationToken) {
 
 async fn flush_once(state: &AppState) {
     let used = state.keys.take_used();
-    if !used.is_empty() {
-        if let Err(e) = state.store.touch_keys(&used).await {
-            tracing::warn!(error = %e, "cannot record key usage");
-        }
+    if !used.is_empty()
+        && let Err(e) = state.store.touch_keys(&used).await
+    {
+        tracing::warn!(error = %e, "cannot record key usage");
     }
 }

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, HeaderValue};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::AppState;
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
-use crate::AppState;
 
 pub async fn healthz() -> ApiResult<Data> {
     Data::ok(&json!({ "status": "ok" }))
@@ -30,7 +30,8 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> ApiResult<Data> {
 
 fn raw(content_type: &'static str, body: impl Into<axum::body::Body>) -> Response {
     let mut r = Response::new(body.into());
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r.extensions_mut().insert(Raw);
     r
 }
@@ -48,5 +49,8 @@ pub async fn docs() -> Response {
 }
 
 pub async fn not_found() -> impl IntoResponse {
-    ApiError::not_found("route_not_found", "No such route. The API lives under /api/v1.")
+    ApiError::not_found(
+        "route_not_found",
+        "No such route. The API lives under /api/v1.",
+    )
 }

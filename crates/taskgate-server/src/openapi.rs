@@ -7,7 +7,7 @@
 
 #![allow(dead_code)] // the doc-only functions exist for their attributes
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
@@ -355,7 +355,9 @@ impl Modify for BearerAuth {
                 SecurityScheme::Http(
                     HttpBuilder::new()
                         .scheme(HttpAuthScheme::Bearer)
-                        .description(Some("tg_… (live), tg_test_… (test), tg_restrict_… (restricted)"))
+                        .description(Some(
+                            "tg_… (live), tg_test_… (test), tg_restrict_… (restricted)",
+                        ))
                         .build(),
                 ),
             );
@@ -385,7 +387,10 @@ struct ApiDoc;
 /// schemas as components `<slug>.input` and `<slug>.output`.
 pub fn document(catalog: &Catalog) -> Vec<u8> {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
-    if let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
         for entry in catalog.all() {
             let s = &entry.spec;
             schemas.insert(format!("{}.input", s.slug), s.input_schema.clone());

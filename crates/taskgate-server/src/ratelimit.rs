@@ -119,7 +119,10 @@ impl MemoryLimiter {
 
     pub fn check(&self, account: &str, limits: PlanLimits, now: i64) -> Decision {
         if limits.per_minute.is_none() && limits.per_day.is_none() {
-            return Decision { allowed: true, windows: Vec::new() };
+            return Decision {
+                allowed: true,
+                windows: Vec::new(),
+            };
         }
         let mut shard = self.shard(account).lock();
         let w = shard.entry(account.to_owned()).or_default();
@@ -131,7 +134,9 @@ impl MemoryLimiter {
             w.day = today;
             w.day_count = 0;
         }
-        let minute_full = limits.per_minute.is_some_and(|l| w.minute.len() as u64 >= l as u64);
+        let minute_full = limits
+            .per_minute
+            .is_some_and(|l| w.minute.len() as u64 >= l as u64);
         let day_full = limits.per_day.is_some_and(|l| w.day_count >= l);
         let allowed = !minute_full && !day_full;
         if allowed {
@@ -182,7 +187,10 @@ pub struct AuthFailures {
 
 impl AuthFailures {
     pub fn new(limit: u32) -> Self {
-        Self { limit, by_addr: Mutex::new(HashMap::new()) }
+        Self {
+            limit,
+            by_addr: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Seconds until `addr` may try again, if it is blocked now.
@@ -235,7 +243,10 @@ pub fn now_ms() -> i64 {
 mod tests {
     use super::*;
 
-    const FREE: PlanLimits = PlanLimits { per_minute: Some(3), per_day: Some(5) };
+    const FREE: PlanLimits = PlanLimits {
+        per_minute: Some(3),
+        per_day: Some(5),
+    };
 
     #[test]
     fn no_rolling_minute_holds_more_than_the_limit() {
@@ -275,7 +286,14 @@ mod tests {
     #[test]
     fn unlimited_plans_have_no_windows() {
         let m = MemoryLimiter::default();
-        let d = m.check("a", PlanLimits { per_minute: None, per_day: None }, 0);
+        let d = m.check(
+            "a",
+            PlanLimits {
+                per_minute: None,
+                per_day: None,
+            },
+            0,
+        );
         assert!(d.allowed && d.windows.is_empty());
     }
 

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use axum::routing::{get, post};
-use axum::{middleware, Router};
+use axum::{Router, middleware};
 
-use crate::{auth, envelope, meta, v1, AppState};
+use crate::{AppState, auth, envelope, meta, v1};
 
 pub fn router(app: Arc<AppState>) -> Router {
     let api = Router::new()
@@ -16,7 +16,10 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/tasks/{id}/cancel", post(v1::tasks::cancel))
         .route("/apis", get(v1::apis::list))
         .route("/apis/{slug}", get(v1::apis::details))
-        .route_layer(middleware::from_fn_with_state(app.clone(), auth::authenticate))
+        .route_layer(middleware::from_fn_with_state(
+            app.clone(),
+            auth::authenticate,
+        ))
         .route("/openapi.json", get(meta::openapi));
 
     Router::new()

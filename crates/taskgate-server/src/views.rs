@@ -2,9 +2,9 @@
 
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
-use taskgate_core::timefmt::format_ms;
+use serde_json::{Value, json};
 use taskgate_core::Micros;
+use taskgate_core::timefmt::format_ms;
 use taskgate_store::{Account, KeyRecord, TaskRecord};
 
 fn raw(s: &str) -> Option<&RawValue> {

@@ -2,18 +2,22 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
 use serde_json::Value;
-use taskgate_core::duration::parse_duration_ms;
 use taskgate_core::KeyType;
-use taskgate_server::admin;
+use taskgate_core::duration::parse_duration_ms;
 use taskgate_server::Config;
+use taskgate_server::admin;
 
 #[derive(Parser)]
-#[command(name = "taskgate", version, about = "One REST interface to many AI services")]
+#[command(
+    name = "taskgate",
+    version,
+    about = "One REST interface to many AI services"
+)]
 pub struct Cli {
     /// Configuration file (default: ./taskgate.toml if it exists).
     #[arg(long, global = true)]
@@ -124,7 +128,12 @@ pub fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
             Env::prefixed("TASKGATE_")
                 // Other tools' TASKGATE_* variables (the tests' ones, say) are not ours.
                 .filter(|k| {
-                    let top = k.as_str().split("__").next().unwrap_or_default().to_lowercase();
+                    let top = k
+                        .as_str()
+                        .split("__")
+                        .next()
+                        .unwrap_or_default()
+                        .to_lowercase();
                     Config::KEYS.contains(&top.as_str())
                 })
                 .split("__")
@@ -143,16 +152,36 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => serve(config).await,
         Command::Migrate => {
             let store = taskgate_server::open_store(&config).await?;
-            print(json, &serde_json::json!({ "migrated": true, "backend": store.backend() }), "The store's schema is up to date.");
+            print(
+                json,
+                &serde_json::json!({ "migrated": true, "backend": store.backend() }),
+                "The store's schema is up to date.",
+            );
             Ok(())
         }
         Command::Accounts(cmd) => {
             let store = taskgate_server::open_store(&config).await?;
             let out = match cmd {
-                AccountsCommand::Create { name, plan, monthly_spend_limit } => {
-                    admin::create_account(&*store, &config, &name, &plan, monthly_spend_limit.as_deref()).await?
+                AccountsCommand::Create {
+                    name,
+                    plan,
+                    monthly_spend_limit,
+                } => {
+                    admin::create_account(
+                        &*store,
+                        &config,
+                        &name,
+                        &plan,
+                        monthly_spend_limit.as_deref(),
+                    )
+                    .await?
                 }
-                AccountsCommand::Update { id, plan, status, monthly_spend_limit } => {
+                AccountsCommand::Update {
+                    id,
+                    plan,
+                    status,
+                    monthly_spend_limit,
+                } => {
                     admin::update_account(
                         &*store,
                         &config,
@@ -218,7 +247,10 @@ fn print_value(json: bool, value: &Value) {
     if json {
         println!("{value}");
     } else {
-        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
     }
 }
 
@@ -259,7 +291,9 @@ fn first_start_banner(config: &Config, account: &Value, live: &Value, test: &Val
 fn init_tracing(format: &str, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {
@@ -273,7 +307,8 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };

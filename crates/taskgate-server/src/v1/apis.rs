@@ -6,11 +6,11 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::AppState;
 use crate::auth::{ApisRead, Auth};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
-use crate::v1::{cursor, QueryPairs};
-use crate::AppState;
+use crate::v1::{QueryPairs, cursor};
 
 #[derive(Serialize)]
 struct Page {
@@ -33,7 +33,12 @@ pub async fn list(
         Some(c) => Some(
             cursor::decode("apis", c)
                 .map(|(_, slug)| slug)
-                .ok_or_else(|| ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor."))?,
+                .ok_or_else(|| {
+                    ApiError::invalid_parameter(
+                        "cursor",
+                        "cursor is not a cursor from next_cursor.",
+                    )
+                })?,
         ),
     };
     let text = query.get("q").map(str::to_lowercase);
@@ -54,7 +59,8 @@ pub async fn list(
     Data::ok(&Page {
         object: "list",
         next_cursor: if has_more {
-            page.last().map(|e| cursor::encode("apis", false, &e.spec.slug))
+            page.last()
+                .map(|e| cursor::encode("apis", false, &e.spec.slug))
         } else {
             None
         },
@@ -74,6 +80,9 @@ pub async fn details(
             "This API key may not use this API.",
         ));
     }
-    let entry = app.catalog.get(&slug).ok_or_else(|| ApiError::api_not_found(&slug))?;
+    let entry = app
+        .catalog
+        .get(&slug)
+        .ok_or_else(|| ApiError::api_not_found(&slug))?;
     Data::ok(&entry.details())
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use taskgate_core::ids::{is_valid, new_id_at};
 use taskgate_core::task::error_code;
@@ -14,6 +14,7 @@ use taskgate_core::timefmt::month_key;
 use taskgate_core::{IdKind, Mode};
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 
+use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::catalog::ApiEntry;
 use crate::envelope::Data;
@@ -22,7 +23,6 @@ use crate::executor::SandboxControls;
 use crate::ratelimit::now_ms;
 use crate::v1::JsonObject;
 use crate::views::TaskView;
-use crate::AppState;
 
 const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];
 const METADATA_MAX_KEYS: usize = 16;
@@ -86,7 +86,10 @@ async fn idempotent(
         stale_before: now_ms() - app.config.sync_wait_ms as i64 - 60_000,
     };
     match app.store.idempotency_begin(&begin).await? {
-        IdempotencyState::Done { status_code, response } => Ok(replay(status_code, response)),
+        IdempotencyState::Done {
+            status_code,
+            response,
+        } => Ok(replay(status_code, response)),
         IdempotencyState::InProgress => Err(ApiError::conflict(
             "idempotency_in_progress",
             "A request with this Idempotency-Key is still being answered. Retry later.",
@@ -107,7 +110,9 @@ async fn idempotent(
                         .get::<StoredAnswer>()
                         .map(|s| s.0.clone())
                         .unwrap_or_default();
-                    app.store.idempotency_complete(account, mode, &key, status, &stored).await?;
+                    app.store
+                        .idempotency_complete(account, mode, &key, status, &stored)
+                        .await?;
                 }
                 // A refused request executed nothing: the key stays free.
                 Err(_) => app.store.idempotency_abandon(account, mode, &key).await?,
@@ -126,10 +131,17 @@ fn replay(status_code: i64, stored: String) -> Response {
     let location = serde_json::from_str::<Value>(&stored)
         .ok()
         .and_then(|v| v.get("id").and_then(Value::as_str).map(location));
-    let mut response = Data { status, json: stored.into() }.into_response();
+    let mut response = Data {
+        status,
+        json: stored.into(),
+    }
+    .into_response();
     let h = response.headers_mut();
     h.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    if let (StatusCode::ACCEPTED, Some(loc)) = (status, location.and_then(|l| HeaderValue::from_str(&l).ok())) {
+    if let (StatusCode::ACCEPTED, Some(loc)) = (
+        status,
+        location.and_then(|l| HeaderValue::from_str(&l).ok()),
+    ) {
         h.insert("location", loc);
     }
     response
@@ -140,7 +152,9 @@ fn location(id: &str) -> String {
 }
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
-    let Some(v) = headers.get("idempotency-key") else { return Ok(None) };
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
     let bad = || {
         ApiError::invalid_parameter(
             "Idempotency-Key",
@@ -148,7 +162,10 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
         )
     };
     let s = v.to_str().map_err(|_| bad())?.trim();
-    if s.is_empty() || s.len() > IDEMPOTENCY_KEY_MAX || !s.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+    if s.is_empty()
+        || s.len() > IDEMPOTENCY_KEY_MAX
+        || !s.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+    {
         return Err(bad());
     }
     Ok(Some(s.to_owned()))
@@ -166,19 +183,27 @@ fn request_hash(raw: &[u8]) -> String {
 
 /// Checks a POST /call body in the contract's order: permissions on the API
 /// (403) before the request's own errors (400/404).
-fn parse(app: &AppState, principal: &Principal, mut body: Map<String, Value>) -> ApiResult<CallRequest> {
-    if let Some(Value::String(slug)) = body.get("api") {
-        if !principal.may_call(slug) {
-            return Err(ApiError::forbidden(
-                "insufficient_permissions",
-                format!("This API key may not call the API {:?}.", truncate(slug)),
-            ));
-        }
+fn parse(
+    app: &AppState,
+    principal: &Principal,
+    mut body: Map<String, Value>,
+) -> ApiResult<CallRequest> {
+    if let Some(Value::String(slug)) = body.get("api")
+        && !principal.may_call(slug)
+    {
+        return Err(ApiError::forbidden(
+            "insufficient_permissions",
+            format!("This API key may not call the API {:?}.", truncate(slug)),
+        ));
     }
     if let Some(unknown) = body.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::invalid_field(
             unknown,
-            format!("Unknown field {:?}. Known fields: {}.", truncate(unknown), FIELDS.join(", ")),
+            format!(
+                "Unknown field {:?}. Known fields: {}.",
+                truncate(unknown),
+                FIELDS.join(", ")
+            ),
         ));
     }
     let slug = match body.remove("api") {
@@ -186,7 +211,11 @@ fn parse(app: &AppState, principal: &Principal, mut body: Map<String, Value>) ->
         None => return Err(ApiError::invalid_field("api", "api is required.")),
         Some(_) => return Err(ApiError::invalid_field("api", "api must be a string.")),
     };
-    let entry = app.catalog.get(&slug).cloned().ok_or_else(|| ApiError::api_not_found(&slug))?;
+    let entry = app
+        .catalog
+        .get(&slug)
+        .cloned()
+        .ok_or_else(|| ApiError::api_not_found(&slug))?;
     let input = body
         .remove("input")
         .ok_or_else(|| ApiError::invalid_field("input", "input is required."))?;
@@ -194,22 +223,37 @@ fn parse(app: &AppState, principal: &Principal, mut body: Map<String, Value>) ->
         None => false,
         Some(Value::String(m)) if m == "sync" => false,
         Some(Value::String(m)) if m == "async" => true,
-        Some(_) => return Err(ApiError::invalid_field("mode", "mode must be \"sync\" or \"async\".")),
+        Some(_) => {
+            return Err(ApiError::invalid_field(
+                "mode",
+                "mode must be \"sync\" or \"async\".",
+            ));
+        }
     };
     let max_timeout = entry.spec.timeout_ms;
     let timeout_ms = match body.remove("timeout_ms") {
         None => max_timeout,
-        Some(v) => v.as_u64().filter(|t| (1..=max_timeout).contains(t)).ok_or_else(|| {
-            ApiError::invalid_field(
-                "timeout_ms",
-                format!("timeout_ms must be an integer from 1 to {max_timeout} (this API's limit)."),
-            )
-        })?,
+        Some(v) => v
+            .as_u64()
+            .filter(|t| (1..=max_timeout).contains(t))
+            .ok_or_else(|| {
+                ApiError::invalid_field(
+                    "timeout_ms",
+                    format!(
+                        "timeout_ms must be an integer from 1 to {max_timeout} (this API's limit)."
+                    ),
+                )
+            })?,
     };
     let metadata = match body.remove("metadata") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => check_metadata(m)?,
-        Some(_) => return Err(ApiError::invalid_field("metadata", "metadata must be an object of strings.")),
+        Some(_) => {
+            return Err(ApiError::invalid_field(
+                "metadata",
+                "metadata must be an object of strings.",
+            ));
+        }
     };
     let sandbox = match body.remove("sandbox") {
         None => None,
@@ -217,12 +261,19 @@ fn parse(app: &AppState, principal: &Principal, mut body: Map<String, Value>) ->
             return Err(ApiError::invalid_field(
                 "sandbox",
                 "sandbox is only accepted with a test key (tg_test_…).",
-            ))
+            ));
         }
         Some(v) => Some(check_sandbox(v)?),
     };
     check_input(&entry, &input)?;
-    Ok(CallRequest { entry, input, asynchronous, timeout_ms, metadata, sandbox })
+    Ok(CallRequest {
+        entry,
+        input,
+        asynchronous,
+        timeout_ms,
+        metadata,
+        sandbox,
+    })
 }
 
 fn truncate(s: &str) -> String {
@@ -249,10 +300,17 @@ fn check_metadata(m: Map<String, Value>) -> ApiResult<Map<String, Value>> {
             Value::String(_) => {
                 return Err(ApiError::invalid_field(
                     &param,
-                    format!("metadata values may be at most {METADATA_MAX_VALUE_CHARS} characters."),
-                ))
+                    format!(
+                        "metadata values may be at most {METADATA_MAX_VALUE_CHARS} characters."
+                    ),
+                ));
             }
-            _ => return Err(ApiError::invalid_field(&param, "metadata values must be strings.")),
+            _ => {
+                return Err(ApiError::invalid_field(
+                    &param,
+                    "metadata values must be strings.",
+                ));
+            }
         }
     }
     Ok(m)
@@ -260,7 +318,10 @@ fn check_metadata(m: Map<String, Value>) -> ApiResult<Map<String, Value>> {
 
 fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
     let Value::Object(mut m) = v else {
-        return Err(ApiError::invalid_field("sandbox", "sandbox must be an object."));
+        return Err(ApiError::invalid_field(
+            "sandbox",
+            "sandbox must be an object.",
+        ));
     };
     let known = ["delay_ms", "outcome", "error_code"];
     if let Some(k) = m.keys().find(|k| !known.contains(&k.as_str())) {
@@ -272,7 +333,10 @@ fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
     let delay_ms = match m.remove("delay_ms") {
         None => 0,
         Some(v) => v.as_u64().filter(|d| *d <= 600_000).ok_or_else(|| {
-            ApiError::invalid_field("sandbox.delay_ms", "sandbox.delay_ms must be an integer from 0 to 600000.")
+            ApiError::invalid_field(
+                "sandbox.delay_ms",
+                "sandbox.delay_ms must be an integer from 0 to 600000.",
+            )
         })?,
     };
     let outcome = match m.remove("outcome") {
@@ -282,33 +346,46 @@ fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
             return Err(ApiError::invalid_field(
                 "sandbox.outcome",
                 "sandbox.outcome must be \"succeeded\", \"failed\" or \"timeout\".",
-            ))
+            ));
         }
     };
     let error_code = match m.remove("error_code") {
         None => None,
-        Some(Value::String(c)) if outcome == "failed" && error_code::SIMULATABLE.contains(&c.as_str()) => Some(c),
+        Some(Value::String(c))
+            if outcome == "failed" && error_code::SIMULATABLE.contains(&c.as_str()) =>
+        {
+            Some(c)
+        }
         Some(Value::String(_)) if outcome == "failed" => {
             return Err(ApiError::invalid_field(
                 "sandbox.error_code",
-                format!("sandbox.error_code must be one of: {}.", error_code::SIMULATABLE.join(", ")),
-            ))
+                format!(
+                    "sandbox.error_code must be one of: {}.",
+                    error_code::SIMULATABLE.join(", ")
+                ),
+            ));
         }
         Some(_) => {
             return Err(ApiError::invalid_field(
                 "sandbox.error_code",
                 "sandbox.error_code is a string, and only goes with outcome \"failed\".",
-            ))
+            ));
         }
     };
-    Ok(SandboxControls { delay_ms, outcome, error_code })
+    Ok(SandboxControls {
+        delay_ms,
+        outcome,
+        error_code,
+    })
 }
 
 /// `input` against the API's size limit and JSON Schema: every violation is
 /// reported.
 fn check_input(entry: &ApiEntry, input: &Value) -> ApiResult<()> {
     let max = entry.spec.max_input_bytes;
-    let size = serde_json::to_vec(input).map(|v| v.len() as u64).unwrap_or(u64::MAX);
+    let size = serde_json::to_vec(input)
+        .map(|v| v.len() as u64)
+        .unwrap_or(u64::MAX);
     if size > max {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -318,15 +395,21 @@ fn check_input(entry: &ApiEntry, input: &Value) -> ApiResult<()> {
         .with_param("input"));
     }
     let violations = entry.input_schema.violations(input);
-    let Some(first) = violations.first() else { return Ok(()) };
+    let Some(first) = violations.first() else {
+        return Ok(());
+    };
     let param = pointer_to_param(&first.path);
     let details: Vec<Value> = violations
         .iter()
         .map(|v| json!({ "path": v.path, "message": v.message }))
         .collect();
-    Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("{param}: {}", first.message))
-        .with_param(param)
-        .with_details(Value::Array(details)))
+    Err(ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_input",
+        format!("{param}: {}", first.message),
+    )
+    .with_param(param)
+    .with_details(Value::Array(details)))
 }
 
 /// `/items/0/text` → `input.items[0].text`
@@ -404,7 +487,13 @@ async fn execute(
             app.executor.forget(&id);
             // The task exists from here on: answer with it even if the store
             // cannot be read now, so an Idempotency-Key is not released.
-            let current = app.store.get_task_by_id(&id).await.ok().flatten().unwrap_or(stored);
+            let current = app
+                .store
+                .get_task_by_id(&id)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or(stored);
             answer(&current)
         }
     }
@@ -413,22 +502,29 @@ async fn execute(
 /// 200 with a finished task, else 202 with `Location`.
 fn answer(task: &TaskRecord) -> ApiResult<Response> {
     let finished = matches!(task.status.as_str(), "succeeded" | "failed" | "cancelled");
-    let status = if finished { StatusCode::OK } else { StatusCode::ACCEPTED };
+    let status = if finished {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
     let data = Data::with_status(status, &TaskView::new(task, true))?;
     let stored = StoredAnswer(String::from_utf8_lossy(&data.json).into_owned());
     let mut response = data.into_response();
-    if !finished {
-        if let Ok(v) = HeaderValue::from_str(&location(&task.id)) {
-            response.headers_mut().insert("location", v);
-        }
+    if !finished && let Ok(v) = HeaderValue::from_str(&location(&task.id)) {
+        response.headers_mut().insert("location", v);
     }
     response.extensions_mut().insert(stored);
     Ok(response)
 }
 
 async fn check_spend(app: &AppState, principal: &Principal, now_ms: i64) -> ApiResult<()> {
-    let Some(limit) = principal.monthly_spend_limit_micros else { return Ok(()) };
-    let spent = app.store.month_spend(&principal.account_id, &month_key(now_ms)).await?;
+    let Some(limit) = principal.monthly_spend_limit_micros else {
+        return Ok(());
+    };
+    let spent = app
+        .store
+        .month_spend(&principal.account_id, &month_key(now_ms))
+        .await?;
     if spent >= limit {
         return Err(ApiError::forbidden(
             "usage_limit_exceeded",
@@ -475,7 +571,10 @@ mod tests {
 
     #[test]
     fn equal_bodies_hash_equal() {
-        assert_eq!(request_hash(br#"{"a":1,"b":2}"#), request_hash(b"{ \"b\": 2, \"a\": 1 }"));
+        assert_eq!(
+            request_hash(br#"{"a":1,"b":2}"#),
+            request_hash(b"{ \"b\": 2, \"a\": 1 }")
+        );
         assert_ne!(request_hash(br#"{"a":1}"#), request_hash(br#"{"a":2}"#));
     }
 }

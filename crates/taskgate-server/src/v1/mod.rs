@@ -11,8 +11,8 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
 use crate::AppState;
+use crate::error::ApiError;
 
 /// A request body that must be a JSON object, read within the body limit.
 pub struct JsonObject {
@@ -40,19 +40,25 @@ impl FromRequest<Arc<AppState>> for JsonObject {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(too_large());
         }
-        let raw = axum::body::to_bytes(req.into_body(), limit).await.map_err(|e| {
-            if e.into_inner().is::<http_body_util::LengthLimitError>() {
-                too_large()
-            } else {
-                ApiError::invalid_json("The request body could not be read.")
-            }
-        })?;
+        let raw = axum::body::to_bytes(req.into_body(), limit)
+            .await
+            .map_err(|e| {
+                if e.into_inner().is::<http_body_util::LengthLimitError>() {
+                    too_large()
+                } else {
+                    ApiError::invalid_json("The request body could not be read.")
+                }
+            })?;
         if raw.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::invalid_json("The request body is empty; send a JSON object."));
+            return Err(ApiError::invalid_json(
+                "The request body is empty; send a JSON object.",
+            ));
         }
         match serde_json::from_slice::<Value>(&raw) {
             Ok(Value::Object(map)) => Ok(JsonObject { map, raw }),
-            Ok(_) => Err(ApiError::invalid_json("The request body must be a JSON object.")),
+            Ok(_) => Err(ApiError::invalid_json(
+                "The request body must be a JSON object.",
+            )),
             Err(e) => Err(ApiError::invalid_json(format!(
                 "The request body is not valid JSON: {} at line {} column {}.",
                 json_error_kind(&e),
@@ -95,11 +101,17 @@ impl QueryPairs {
             if !known.contains(&k.as_str()) {
                 return Err(ApiError::invalid_parameter(
                     k,
-                    format!("Unknown query parameter {k:?}. Known: {}.", known.join(", ")),
+                    format!(
+                        "Unknown query parameter {k:?}. Known: {}.",
+                        known.join(", ")
+                    ),
                 ));
             }
             if seen.contains(&k.as_str()) {
-                return Err(ApiError::invalid_parameter(k, format!("{k} is given twice.")));
+                return Err(ApiError::invalid_parameter(
+                    k,
+                    format!("{k} is given twice."),
+                ));
             }
             seen.push(k);
         }
@@ -107,7 +119,10 @@ impl QueryPairs {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// `limit`: 1 to 100, default 20.
@@ -118,15 +133,17 @@ impl QueryPairs {
                 .parse::<i64>()
                 .ok()
                 .filter(|n| (1..=100).contains(n))
-                .ok_or_else(|| ApiError::invalid_parameter("limit", "limit must be an integer from 1 to 100.")),
+                .ok_or_else(|| {
+                    ApiError::invalid_parameter("limit", "limit must be an integer from 1 to 100.")
+                }),
         }
     }
 }
 
 /// Opaque cursors: base64url of `kind:direction:position`.
 pub mod cursor {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
     pub fn encode(kind: &str, descending: bool, position: &str) -> String {
         let dir = if descending { "d" } else { "a" };

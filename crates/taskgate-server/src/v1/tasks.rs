@@ -9,16 +9,24 @@ use taskgate_core::timefmt::parse_rfc3339_ms;
 use taskgate_core::{IdKind, TaskStatus};
 use taskgate_store::TaskQuery;
 
+use crate::AppState;
 use crate::auth::{Auth, TasksRead, TasksWrite};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
 use crate::ratelimit::now_ms;
 use crate::v1::call::find;
-use crate::v1::{cursor, QueryPairs};
+use crate::v1::{QueryPairs, cursor};
 use crate::views::{TaskDetailsView, TaskView};
-use crate::AppState;
 
-const PARAMS: [&str; 7] = ["status", "api", "created_after", "created_before", "order", "limit", "cursor"];
+const PARAMS: [&str; 7] = [
+    "status",
+    "api",
+    "created_after",
+    "created_before",
+    "order",
+    "limit",
+    "cursor",
+];
 
 #[derive(Serialize)]
 struct Page<T> {
@@ -56,7 +64,10 @@ pub async fn list(
     }
     if let Some(api) = query.get("api") {
         if api.is_empty() {
-            return Err(ApiError::invalid_parameter("api", "api must be an API slug."));
+            return Err(ApiError::invalid_parameter(
+                "api",
+                "api must be an API slug.",
+            ));
         }
         q.api = Some(api.to_owned());
     }
@@ -72,19 +83,32 @@ pub async fn list(
     match query.get("order") {
         None | Some("desc") => {}
         Some("asc") => q.descending = false,
-        Some(_) => return Err(ApiError::invalid_parameter("order", "order must be \"asc\" or \"desc\".")),
+        Some(_) => {
+            return Err(ApiError::invalid_parameter(
+                "order",
+                "order must be \"asc\" or \"desc\".",
+            ));
+        }
     }
     if let Some(c) = query.get("cursor") {
-        let bad = || ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor.");
+        let bad =
+            || ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor.");
         let (descending, last) = cursor::decode("tasks", c).ok_or_else(bad)?;
         if !is_valid(IdKind::Task, &last) {
             return Err(bad());
         }
         if query.get("order").is_some() && descending != q.descending {
-            return Err(ApiError::invalid_parameter("cursor", "cursor was made for the other order."));
+            return Err(ApiError::invalid_parameter(
+                "cursor",
+                "cursor was made for the other order.",
+            ));
         }
         q.descending = descending;
-        let bound = if descending { &mut q.id_before } else { &mut q.id_after };
+        let bound = if descending {
+            &mut q.id_before
+        } else {
+            &mut q.id_after
+        };
         // The tighter of the time bound and the cursor.
         let tighter = match bound.take() {
             Some(b) if (descending && b < last) || (!descending && b > last) => b,
@@ -97,7 +121,8 @@ pub async fn list(
     let has_more = rows.len() > limit;
     rows.truncate(limit);
     let next_cursor = if has_more {
-        rows.last().map(|t| cursor::encode("tasks", q.descending, &t.id))
+        rows.last()
+            .map(|t| cursor::encode("tasks", q.descending, &t.id))
     } else {
         None
     };
@@ -111,7 +136,10 @@ pub async fn list(
 
 fn time_param(name: &str, value: &str) -> ApiResult<i64> {
     parse_rfc3339_ms(value).ok_or_else(|| {
-        ApiError::invalid_parameter(name, format!("{name} must be an RFC 3339 timestamp, e.g. 2026-11-21T13:45:12Z."))
+        ApiError::invalid_parameter(
+            name,
+            format!("{name} must be an RFC 3339 timestamp, e.g. 2026-11-21T13:45:12Z."),
+        )
     })
 }
 
@@ -134,7 +162,12 @@ pub async fn cancel(
     }
     let task = app
         .store
-        .cancel_task(&principal.account_id, principal.mode.as_str(), &id, now_ms())
+        .cancel_task(
+            &principal.account_id,
+            principal.mode.as_str(),
+            &id,
+            now_ms(),
+        )
         .await?
         .ok_or_else(|| ApiError::task_not_found(&id))?;
     match task.status.as_str() {
@@ -146,7 +179,9 @@ pub async fn cancel(
         }
         status => Err(ApiError::conflict(
             "task_not_cancellable",
-            format!("The task has already {status}; only queued or running tasks can be cancelled."),
+            format!(
+                "The task has already {status}; only queued or running tasks can be cancelled."
+            ),
         )),
     }
 }

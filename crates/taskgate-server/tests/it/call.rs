@@ -2,10 +2,12 @@
 
 use serde_json::json;
 
-use crate::utils::{both, Backend, TestApp};
+use crate::utils::{Backend, TestApp, both};
 
 async fn sync_call_returns_the_finished_task(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else { return };
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
     let c = app.client(&app.live);
     let r = c
         .call(json!({ "api": "sentiment", "input": { "text": "I love this" }, "metadata": { "order": "1234" } }))
@@ -26,21 +28,29 @@ async fn sync_call_returns_the_finished_task(backend: Backend) {
         assert!(s.ends_with('Z') && s.len() == 24, "{f}: {s}");
     }
     assert!(t["duration_ms"].is_number());
-    let again = c.get(&format!("call/{}", t["id"].as_str().unwrap())).await.expect(200);
+    let again = c
+        .get(&format!("call/{}", t["id"].as_str().unwrap()))
+        .await
+        .expect(200);
     assert_eq!(again.data(), t);
     app.stop().await;
 }
 both!(sync_call_returns_the_finished_task);
 
 async fn async_call_answers_202_with_location(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else { return };
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
     let c = app.client(&app.test);
     let r = c
         .call(json!({ "api": "sentiment", "input": { "text": "fine" }, "mode": "async", "sandbox": { "delay_ms": 300 } }))
         .await
         .expect(202);
     let id = r.data()["id"].as_str().unwrap().to_owned();
-    assert_eq!(r.header("location"), Some(format!("/api/v1/call/{id}").as_str()));
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/api/v1/call/{id}").as_str())
+    );
     assert!(["queued", "running"].contains(&r.data()["status"].as_str().unwrap()));
     let done = c.wait_terminal(&id).await;
     assert_eq!(done["status"], json!("succeeded"));
@@ -49,7 +59,13 @@ async fn async_call_answers_202_with_location(backend: Backend) {
 both!(async_call_answers_202_with_location);
 
 async fn sync_wait_falls_back_to_202(backend: Backend) {
-    let Some(app) = TestApp::builder(backend).config(|c| c.sync_wait_ms = 200).start().await else { return };
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| c.sync_wait_ms = 200)
+        .start()
+        .await
+    else {
+        return;
+    };
     let c = app.client(&app.test);
     let r = c
         .call(json!({ "api": "sentiment", "input": { "text": "slow" }, "sandbox": { "delay_ms": 1000 } }))
@@ -64,7 +80,9 @@ async fn sync_wait_falls_back_to_202(backend: Backend) {
 both!(sync_wait_falls_back_to_202);
 
 async fn timeout_ms_fails_the_task_with_timeout(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else { return };
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
     let c = app.client(&app.test);
     let r = c
         .call(json!({ "api": "sentiment", "input": { "text": "x" }, "timeout_ms": 200, "sandbox": { "delay_ms": 5000 } }))
@@ -82,7 +100,9 @@ async fn timeout_ms_fails_the_task_with_timeout(backend: Backend) {
 both!(timeout_ms_fails_the_task_with_timeout);
 
 async fn sandbox_failure_is_a_failed_task_not_an_error(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else { return };
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
     let c = app.client(&app.test);
     let r = c
         .call(json!({ "api": "sentiment", "input": { "text": "x" },
@@ -103,21 +123,83 @@ async fn sandbox_failure_is_a_failed_task_not_an_error(backend: Backend) {
 both!(sandbox_failure_is_a_failed_task_not_an_error);
 
 async fn bad_requests_are_refused_and_change_nothing(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else { return };
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
     let c = app.client(&app.live);
     let cases = [
-        (json!({ "input": { "text": "x" } }), 400, "invalid_field", Some("api")),
-        (json!({ "api": 7, "input": { "text": "x" } }), 400, "invalid_field", Some("api")),
-        (json!({ "api": "nope", "input": { "text": "x" } }), 404, "api_not_found", Some("api")),
-        (json!({ "api": "sentiment" }), 400, "invalid_field", Some("input")),
-        (json!({ "api": "sentiment", "input": { "text": "x" }, "extra": 1 }), 400, "invalid_field", Some("extra")),
-        (json!({ "api": "sentiment", "input": { "text": "x" }, "mode": "later" }), 400, "invalid_field", Some("mode")),
-        (json!({ "api": "sentiment", "input": { "text": "x" }, "timeout_ms": 0 }), 400, "invalid_field", Some("timeout_ms")),
-        (json!({ "api": "sentiment", "input": { "text": "x" }, "timeout_ms": "9" }), 400, "invalid_field", Some("timeout_ms")),
-        (json!({ "api": "sentiment", "input": { "text": "x" }, "metadata": { "a": 1 } }), 400, "invalid_field", Some("metadata.a")),
-        (json!({ "api": "sentiment", "input": { "text": "x" }, "metadata": { "a": "x".repeat(513) } }), 400, "invalid_field", Some("metadata.a")),
-        (json!({ "api": "sentiment", "input": {} }), 400, "invalid_input", Some("input.text")),
-        (json!({ "api": "sentiment", "input": { "text": 5, "zzz": 1 } }), 400, "invalid_input", None),
+        (
+            json!({ "input": { "text": "x" } }),
+            400,
+            "invalid_field",
+            Some("api"),
+        ),
+        (
+            json!({ "api": 7, "input": { "text": "x" } }),
+            400,
+            "invalid_field",
+            Some("api"),
+        ),
+        (
+            json!({ "api": "nope", "input": { "text": "x" } }),
+            404,
+            "api_not_found",
+            Some("api"),
+        ),
+        (
+            json!({ "api": "sentiment" }),
+            400,
+            "invalid_field",
+            Some("input"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": "x" }, "extra": 1 }),
+            400,
+            "invalid_field",
+            Some("extra"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": "x" }, "mode": "later" }),
+            400,
+            "invalid_field",
+            Some("mode"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": "x" }, "timeout_ms": 0 }),
+            400,
+            "invalid_field",
+            Some("timeout_ms"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": "x" }, "timeout_ms": "9" }),
+            400,
+            "invalid_field",
+            Some("timeout_ms"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": "x" }, "metadata": { "a": 1 } }),
+            400,
+            "invalid_field",
+            Some("metadata.a"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": "x" }, "metadata": { "a": "x".repeat(513) } }),
+            400,
+            "invalid_field",
+            Some("metadata.a"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": {} }),
+            400,
+            "invalid_input",
+            Some("input.text"),
+        ),
+        (
+            json!({ "api": "sentiment", "input": { "text": 5, "zzz": 1 } }),
+            400,
+            "invalid_input",
+            None,
+        ),
     ];
     for (body, status, code, param) in cases {
         let r = c.call(body.clone()).await.expect_error(status, code);
@@ -125,23 +207,43 @@ async fn bad_requests_are_refused_and_change_nothing(backend: Backend) {
             assert_eq!(r.body["error"]["param"], json!(p), "{body}: {}", r.text);
         }
     }
-    let many: serde_json::Map<String, serde_json::Value> = (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
-    c.call(json!({ "api": "sentiment", "input": { "text": "x" }, "metadata": many })).await.expect_error(400, "invalid_field");
+    let many: serde_json::Map<String, serde_json::Value> =
+        (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+    c.call(json!({ "api": "sentiment", "input": { "text": "x" }, "metadata": many }))
+        .await
+        .expect_error(400, "invalid_field");
     // One details entry per violation.
-    let r = c.call(json!({ "api": "sentiment", "input": { "text": 5, "zzz": 1 } })).await.expect(400);
-    assert!(r.body["error"]["details"].as_array().unwrap().len() >= 2, "{}", r.text);
+    let r = c
+        .call(json!({ "api": "sentiment", "input": { "text": 5, "zzz": 1 } }))
+        .await
+        .expect(400);
+    assert!(
+        r.body["error"]["details"].as_array().unwrap().len() >= 2,
+        "{}",
+        r.text
+    );
     assert_eq!(c.get("tasks").await.expect(200).data()["items"], json!([]));
     app.stop().await;
 }
 both!(bad_requests_are_refused_and_change_nothing);
 
 async fn unknown_task_ids_are_404(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else { return };
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
     let c = app.client(&app.live);
-    c.get("call/task_01JD0000000000000000000000").await.expect_error(404, "task_not_found");
-    c.get("call/garbage").await.expect_error(404, "task_not_found");
-    c.get("tasks/garbage").await.expect_error(404, "task_not_found");
-    c.post("tasks/garbage/cancel", json!({})).await.expect_error(404, "task_not_found");
+    c.get("call/task_01JD0000000000000000000000")
+        .await
+        .expect_error(404, "task_not_found");
+    c.get("call/garbage")
+        .await
+        .expect_error(404, "task_not_found");
+    c.get("tasks/garbage")
+        .await
+        .expect_error(404, "task_not_found");
+    c.post("tasks/garbage/cancel", json!({}))
+        .await
+        .expect_error(404, "task_not_found");
     app.stop().await;
 }
 both!(unknown_task_ids_are_404);

@@ -3,11 +3,11 @@
 
 mod utils;
 
+mod auth;
 mod call;
-mod envelope;
-mod tasks;
 mod cancel;
 mod catalog;
-mod auth;
-mod limits;
+mod envelope;
 mod idempotency;
+mod limits;
+mod tasks;

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
 use taskgate_core::KeyType;
 use taskgate_server::config::PlanLimits;
-use taskgate_server::{admin, Config, Server};
+use taskgate_server::{Config, Server, admin};
 use taskgate_store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,9 +76,16 @@ impl TestApp {
         };
         config.plans.insert(
             "tiny".to_owned(),
-            PlanLimits { per_minute: Some(5), per_day: Some(8) },
+            PlanLimits {
+                per_minute: Some(5),
+                per_day: Some(8),
+            },
         );
-        Builder { backend, config, plan: "enterprise".to_owned() }
+        Builder {
+            backend,
+            config,
+            plan: "enterprise".to_owned(),
+        }
     }
 
     /// An app whose default account is on the unlimited plan.
@@ -94,7 +101,8 @@ impl TestApp {
     }
 
     pub async fn create_key(&self, account: &str, key_type: KeyType) -> String {
-        self.create_key_with(account, key_type, None, None, None).await["secret"]
+        self.create_key_with(account, key_type, None, None, None)
+            .await["secret"]
             .as_str()
             .unwrap()
             .to_owned()
@@ -164,7 +172,11 @@ impl Builder {
     }
 
     pub async fn start(self) -> Option<TestApp> {
-        let Builder { backend, mut config, plan } = self;
+        let Builder {
+            backend,
+            mut config,
+            plan,
+        } = self;
         let unique = format!(
             "{}_{}",
             std::process::id(),
@@ -197,7 +209,9 @@ impl Builder {
                 Db::Postgres { admin, name }
             }
         };
-        let store = taskgate_server::open_store(&config).await.expect("open store");
+        let store = taskgate_server::open_store(&config)
+            .await
+            .expect("open store");
         let account = admin::create_account(&*store, &config, "default", &plan, None)
             .await
             .expect("account");
@@ -245,7 +259,12 @@ impl Resp {
 
     /// Asserts the status and, for errors, the contract's envelope and code.
     pub fn expect(self, status: u16) -> Self {
-        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {}", self.text);
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.text
+        );
         self.check_envelope();
         self
     }
@@ -263,7 +282,9 @@ impl Resp {
 
     fn check_envelope(&self) {
         let b = &self.body;
-        let rid = b["meta"]["request_id"].as_str().unwrap_or_else(|| panic!("no meta.request_id: {}", self.text));
+        let rid = b["meta"]["request_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no meta.request_id: {}", self.text));
         assert!(rid.starts_with("req_"), "{rid}");
         assert_eq!(self.header("x-request-id"), Some(rid));
         assert!(b["meta"]["latency_ms"].is_number(), "{}", self.text);
@@ -274,7 +295,11 @@ impl Resp {
         } else {
             assert_eq!(b["data"], Value::Null);
             let e = &b["error"];
-            assert!(e["type"].is_string() && e["code"].is_string() && e["message"].is_string(), "{}", self.text);
+            assert!(
+                e["type"].is_string() && e["code"].is_string() && e["message"].is_string(),
+                "{}",
+                self.text
+            );
             let expected_type = match self.status.as_u16() {
                 401 => "authentication_error",
                 403 => "permission_error",
@@ -320,7 +345,12 @@ impl TestClient {
         let headers = r.headers().clone();
         let text = r.text().await.expect("body read");
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Resp { status, headers, body, text }
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Resp {
@@ -328,7 +358,8 @@ impl TestClient {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Resp {
-        self.send(self.request(reqwest::Method::POST, path).json(&body)).await
+        self.send(self.request(reqwest::Method::POST, path).json(&body))
+            .await
     }
 
     pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Resp {
@@ -346,8 +377,12 @@ impl TestClient {
     }
 
     pub async fn call_idempotent(&self, key: &str, body: Value) -> Resp {
-        self.send(self.request(reqwest::Method::POST, "call").header("idempotency-key", key).json(&body))
-            .await
+        self.send(
+            self.request(reqwest::Method::POST, "call")
+                .header("idempotency-key", key)
+                .json(&body),
+        )
+        .await
     }
 
     /// Polls a task until it is terminal.
