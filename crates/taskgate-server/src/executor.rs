@@ -212,7 +212,16 @@ impl Executor {
     /// write instead of an insert and a claim. Otherwise it is stored queued
     /// and the dispatcher runs it when a worker frees up. Returns the task as
     /// stored.
-    pub async fn enqueue(self: &Arc<Self>, mut task: TaskRecord) -> StoreResult<TaskRecord> {
+    pub async fn enqueue(self: &Arc<Self>, task: TaskRecord) -> StoreResult<TaskRecord> {
+        // In a task of its own: if the caller goes away (a client hanging up
+        // drops its handler), a task already stored must still get run.
+        let me = self.clone();
+        tokio::spawn(async move { me.store_and_start(task).await })
+            .await
+            .unwrap_or(Err(taskgate_store::StoreError::WriterStopped))
+    }
+
+    async fn store_and_start(self: &Arc<Self>, mut task: TaskRecord) -> StoreResult<TaskRecord> {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             self.store.insert_task(&task).await?;
             self.submit(task.id.clone());

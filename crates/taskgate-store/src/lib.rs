@@ -31,6 +31,10 @@ pub enum StoreError {
     InvalidUrl(String),
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    #[error("sqlite error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the store's writer has stopped")]
+    WriterStopped,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
 use crate::StoreResult;
-use crate::sql::impl_store;
+use crate::sql::{impl_sqlx_hot_writes, impl_store};
 
 mod dialect {
     crate::sql::dialect_statements!("(events::jsonb || jsonb_build_array(", "::jsonb))::text");
@@ -43,3 +43,4 @@ impl PgStore {
 }
 
 impl_store!(PgStore, sqlx::Postgres, "postgres", dialect);
+impl_sqlx_hot_writes!(PgStore, dialect);

@@ -62,6 +62,14 @@ macro_rules! dialect_statements {
 }
 pub(crate) use dialect_statements;
 
+pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
+     units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
+     events, attempts, created_at, started_at, completed_at, runner, lease_until) VALUES ($1, $2, $3, $4, $5, \
+     $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
+
+pub const UPSERT_SPEND: &str = "INSERT INTO account_spend (account_id, month, micros) VALUES ($1, $2, $3) \
+     ON CONFLICT (account_id, month) DO UPDATE SET micros = account_spend.micros + excluded.micros";
+
 /// `INSERT INTO api_keys` with every column of a `KeyRecord` and its hash bound.
 macro_rules! insert_key {
     ($k:expr, $hash:expr) => {
@@ -263,40 +271,7 @@ macro_rules! impl_store {
             }
 
             async fn insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, units, \
-                     input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, \
-                     sandbox, events, attempts, created_at, started_at, completed_at, runner, lease_until) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-                     $18, $19, $20, $21, $22, $23, $24)",
-                )
-                .bind(&t.id)
-                .bind(&t.account_id)
-                .bind(&t.mode)
-                .bind(&t.api)
-                .bind(&t.status)
-                .bind(&t.input)
-                .bind(t.output.as_deref())
-                .bind(t.error.as_deref())
-                .bind(t.units)
-                .bind(t.input_tokens)
-                .bind(t.output_tokens)
-                .bind(t.cost_micros)
-                .bind(&t.metadata)
-                .bind(&t.key_id)
-                .bind(t.idempotency_key.as_deref())
-                .bind(t.timeout_ms)
-                .bind(t.sandbox.as_deref())
-                .bind(&t.events)
-                .bind(&t.attempts)
-                .bind(t.created_at)
-                .bind(t.started_at)
-                .bind(t.completed_at)
-                .bind(t.runner.as_deref())
-                .bind(t.lease_until)
-                .execute(self.writer())
-                .await?;
-                Ok(())
+                self.hot_insert_task(t).await
             }
 
             async fn get_task(
@@ -360,50 +335,11 @@ macro_rules! impl_store {
                 lease_until: i64,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
                 let event = format!(r#"{{"status":"running","at":{now}}}"#);
-                Ok(sqlx::query_as($dialect::CLAIM_TASK)
-                    .bind(id)
-                    .bind(now)
-                    .bind(runner)
-                    .bind(lease_until)
-                    .bind(event)
-                    .fetch_optional(self.writer())
-                    .await?)
+                self.hot_claim_task(id, runner, now, lease_until, event).await
             }
 
             async fn finish_task(&self, id: &str, f: &$crate::TaskFinish) -> $crate::StoreResult<bool> {
-                let mut tx = self.writer().begin().await?;
-                let done = sqlx::query($dialect::FINISH_TASK)
-                    .bind(id)
-                    .bind(&f.status)
-                    .bind(f.output.as_deref())
-                    .bind(f.error.as_deref())
-                    .bind(f.units)
-                    .bind(f.input_tokens)
-                    .bind(f.output_tokens)
-                    .bind(f.cost_micros)
-                    .bind(&f.attempts)
-                    .bind(f.completed_at)
-                    .bind(&f.event)
-                    .execute(&mut *tx)
-                    .await?;
-                if done.rows_affected() != 1 {
-                    // Cancelled (or ended by the sweeper) meanwhile: drop the result.
-                    tx.rollback().await?;
-                    return Ok(false);
-                }
-                if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
-                    sqlx::query(
-                        "INSERT INTO account_spend (account_id, month, micros) VALUES ($1, $2, $3) \
-                         ON CONFLICT (account_id, month) DO UPDATE SET micros = account_spend.micros + excluded.micros",
-                    )
-                    .bind(account)
-                    .bind(taskgate_core::timefmt::month_key(f.completed_at))
-                    .bind(f.cost_micros)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                tx.commit().await?;
-                Ok(true)
+                self.hot_finish_task(id, f).await
             }
 
             async fn cancel_task(
@@ -414,14 +350,7 @@ macro_rules! impl_store {
                 now: i64,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
                 let event = format!(r#"{{"status":"cancelled","at":{now}}}"#);
-                let cancelled: Option<$crate::TaskRecord> = sqlx::query_as($dialect::CANCEL_TASK)
-                    .bind(id)
-                    .bind(account_id)
-                    .bind(mode)
-                    .bind(now)
-                    .bind(event)
-                    .fetch_optional(self.writer())
-                    .await?;
+                let cancelled = self.hot_cancel_task(account_id, mode, id, now, event).await?;
                 match cancelled {
                     Some(t) => Ok(Some(t)),
                     None => self.get_task(account_id, mode, id).await,
@@ -596,3 +525,117 @@ macro_rules! impl_store {
 }
 
 pub(crate) use impl_store;
+
+/// The task writes of the hot path, for backends that make them with sqlx
+/// (the SQLite backend has its own batching writer).
+macro_rules! impl_sqlx_hot_writes {
+    ($store:ty, $dialect:ident) => {
+        impl $store {
+            async fn hot_insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
+                sqlx::query($crate::sql::INSERT_TASK)
+                    .bind(&t.id)
+                    .bind(&t.account_id)
+                    .bind(&t.mode)
+                    .bind(&t.api)
+                    .bind(&t.status)
+                    .bind(&t.input)
+                    .bind(t.output.as_deref())
+                    .bind(t.error.as_deref())
+                    .bind(t.units)
+                    .bind(t.input_tokens)
+                    .bind(t.output_tokens)
+                    .bind(t.cost_micros)
+                    .bind(&t.metadata)
+                    .bind(&t.key_id)
+                    .bind(t.idempotency_key.as_deref())
+                    .bind(t.timeout_ms)
+                    .bind(t.sandbox.as_deref())
+                    .bind(&t.events)
+                    .bind(&t.attempts)
+                    .bind(t.created_at)
+                    .bind(t.started_at)
+                    .bind(t.completed_at)
+                    .bind(t.runner.as_deref())
+                    .bind(t.lease_until)
+                    .execute(self.writer())
+                    .await?;
+                Ok(())
+            }
+
+            async fn hot_claim_task(
+                &self,
+                id: &str,
+                runner: &str,
+                now: i64,
+                lease_until: i64,
+                event: String,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                Ok(sqlx::query_as($dialect::CLAIM_TASK)
+                    .bind(id)
+                    .bind(now)
+                    .bind(runner)
+                    .bind(lease_until)
+                    .bind(event)
+                    .fetch_optional(self.writer())
+                    .await?)
+            }
+
+            async fn hot_finish_task(
+                &self,
+                id: &str,
+                f: &$crate::TaskFinish,
+            ) -> $crate::StoreResult<bool> {
+                let mut tx = self.writer().begin().await?;
+                let done = sqlx::query($dialect::FINISH_TASK)
+                    .bind(id)
+                    .bind(&f.status)
+                    .bind(f.output.as_deref())
+                    .bind(f.error.as_deref())
+                    .bind(f.units)
+                    .bind(f.input_tokens)
+                    .bind(f.output_tokens)
+                    .bind(f.cost_micros)
+                    .bind(&f.attempts)
+                    .bind(f.completed_at)
+                    .bind(&f.event)
+                    .execute(&mut *tx)
+                    .await?;
+                if done.rows_affected() != 1 {
+                    // Cancelled (or ended by the sweeper) meanwhile: drop the result.
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
+                    sqlx::query($crate::sql::UPSERT_SPEND)
+                        .bind(account)
+                        .bind(taskgate_core::timefmt::month_key(f.completed_at))
+                        .bind(f.cost_micros)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn hot_cancel_task(
+                &self,
+                account_id: &str,
+                mode: &str,
+                id: &str,
+                now: i64,
+                event: String,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                Ok(sqlx::query_as($dialect::CANCEL_TASK)
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(now)
+                    .bind(event)
+                    .fetch_optional(self.writer())
+                    .await?)
+            }
+        }
+    };
+}
+
+pub(crate) use impl_sqlx_hot_writes;

@@ -247,3 +247,44 @@ async fn unknown_task_ids_are_404(backend: Backend) {
     app.stop().await;
 }
 both!(unknown_task_ids_are_404);
+
+async fn a_client_that_hangs_up_leaves_no_task_behind(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let url = format!("{}/api/v1/call", app.base);
+    // Clients that give up at once, at every point of the request's life.
+    let mut calls = Vec::new();
+    for i in 0..120u64 {
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_micros(200 + 40 * i))
+            .build()
+            .unwrap();
+        let (url, key) = (url.clone(), app.live.clone());
+        calls.push(tokio::spawn(async move {
+            let _ = client
+                .post(url)
+                .bearer_auth(key)
+                .json(&json!({ "api": "sentiment", "input": { "text": format!("call {i}") } }))
+                .send()
+                .await;
+        }));
+    }
+    for c in calls {
+        c.await.unwrap();
+    }
+    let c = app.client(&app.live);
+    // Every task that was stored runs to its end.
+    let mut unfinished = json!(null);
+    for _ in 0..100 {
+        let r = c.get("tasks?status=queued,running").await.expect(200);
+        unfinished = r.data()["items"].clone();
+        if unfinished == json!([]) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(unfinished, json!([]), "tasks left unfinished");
+    app.stop().await;
+}
+both!(a_client_that_hangs_up_leaves_no_task_behind);
