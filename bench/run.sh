@@ -44,10 +44,21 @@ run_backend() {
                 | grep -E "Requests/sec|50%|90%|99%|non-200|Socket errors" || true
         done
         echo
-        echo "## seeding to 100,000 tasks (async POST /call)"
-        local target=100000
-        TG_SEED_PER_THREAD=$(( target / 2 )) wrk -t2 -c64 -d600s -s bench/seed.lua "http://127.0.0.1:$port/api/v1/call" | grep -E "requests in|Requests/sec" || true
-        sleep 5
+        echo "## seeding to at least 100,000 stored tasks (async POST /call)"
+        # wrk keeps running to -d after its threads stop, so watch the store and stop it.
+        local count_sql="SELECT COUNT(*) FROM tasks" started=$SECONDS n=0
+        TG_SEED_PER_THREAD=60000 wrk -t2 -c64 -d600s -s bench/seed.lua "http://127.0.0.1:$port/api/v1/call" >/dev/null &
+        local seeder=$!
+        while [ "$n" -lt 100000 ]; do
+            sleep 2
+            if [ "$backend" = sqlite ]; then n=$(sqlite3 "$dir/taskgate.db" "$count_sql"); else n=$(psql -At "$url" -c "$count_sql"); fi
+        done
+        kill -INT "$seeder" 2>/dev/null || true
+        wait "$seeder" 2>/dev/null || true
+        echo "stored tasks: $n after $((SECONDS - started)) s of seeding"
+        # Fresh statistics, as autovacuum would give a long-running PostgreSQL.
+        [ "$backend" = postgres ] && psql -q "$url" -c "ANALYZE tasks"
+        sleep 3
         # Paths across the whole history: first pages both ways, a cursor page,
         # pages ending at ten points spread over the creation times, a filter.
         export TG_PATHS

@@ -70,6 +70,53 @@ pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, sta
 pub const UPSERT_SPEND: &str = "INSERT INTO account_spend (account_id, month, micros) VALUES ($1, $2, $3) \
      ON CONFLICT (account_id, month) DO UPDATE SET micros = account_spend.micros + excluded.micros";
 
+/// A bound value of a dynamically built statement.
+pub enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// One page of GET /tasks: the statement and its values, in `$N` order.
+pub fn list_tasks_sql(q: &crate::TaskQuery) -> (String, Vec<Param>) {
+    let mut sql =
+        format!("SELECT {TASK_SUMMARY_COLUMNS} FROM tasks WHERE account_id = $1 AND mode = $2");
+    let mut params = vec![
+        Param::Text(q.account_id.clone()),
+        Param::Text(q.mode.clone()),
+    ];
+    let mut push = |sql: &mut String, clause: &str, p: Param| {
+        params.push(p);
+        sql.push_str(&clause.replace('?', &format!("${}", params.len())));
+    };
+    if !q.statuses.is_empty() {
+        sql.push_str(" AND status IN (");
+        for (i, s) in q.statuses.iter().enumerate() {
+            push(
+                &mut sql,
+                if i == 0 { "?" } else { ", ?" },
+                Param::Text(s.clone()),
+            );
+        }
+        sql.push(')');
+    }
+    if let Some(api) = &q.api {
+        push(&mut sql, " AND api = ?", Param::Text(api.clone()));
+    }
+    if let Some(after) = &q.id_after {
+        push(&mut sql, " AND id > ?", Param::Text(after.clone()));
+    }
+    if let Some(before) = &q.id_before {
+        push(&mut sql, " AND id < ?", Param::Text(before.clone()));
+    }
+    let order = if q.descending {
+        " ORDER BY id DESC LIMIT ?"
+    } else {
+        " ORDER BY id ASC LIMIT ?"
+    };
+    push(&mut sql, order, Param::Int(q.limit));
+    (sql, params)
+}
+
 /// `INSERT INTO api_keys` with every column of a `KeyRecord` and its hash bound.
 macro_rules! insert_key {
     ($k:expr, $hash:expr) => {
@@ -280,12 +327,7 @@ macro_rules! impl_store {
                 mode: &str,
                 id: &str,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                Ok(sqlx::query_as($crate::sql::GET_TASK)
-                    .bind(id)
-                    .bind(account_id)
-                    .bind(mode)
-                    .fetch_optional(self.reader())
-                    .await?)
+                self.hot_get_task(account_id, mode, id).await
             }
 
             async fn get_task_by_id(&self, id: &str) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
@@ -296,35 +338,7 @@ macro_rules! impl_store {
             }
 
             async fn list_tasks(&self, q: &$crate::TaskQuery) -> $crate::StoreResult<Vec<$crate::TaskRecord>> {
-                let mut b = sqlx::QueryBuilder::<$db>::new("SELECT ");
-                b.push($crate::sql::TASK_SUMMARY_COLUMNS);
-                b.push(" FROM tasks WHERE account_id = ");
-                b.push_bind(&q.account_id);
-                b.push(" AND mode = ");
-                b.push_bind(&q.mode);
-                if !q.statuses.is_empty() {
-                    b.push(" AND status IN (");
-                    let mut sep = b.separated(", ");
-                    for s in &q.statuses {
-                        sep.push_bind(s);
-                    }
-                    b.push(")");
-                }
-                if let Some(api) = &q.api {
-                    b.push(" AND api = ");
-                    b.push_bind(api);
-                }
-                if let Some(after) = &q.id_after {
-                    b.push(" AND id > ");
-                    b.push_bind(after);
-                }
-                if let Some(before) = &q.id_before {
-                    b.push(" AND id < ");
-                    b.push_bind(before);
-                }
-                b.push(if q.descending { " ORDER BY id DESC LIMIT " } else { " ORDER BY id ASC LIMIT " });
-                b.push_bind(q.limit);
-                Ok(b.build_query_as().fetch_all(self.reader()).await?)
+                self.hot_list_tasks(q).await
             }
 
             async fn claim_task(
@@ -526,8 +540,8 @@ macro_rules! impl_store {
 
 pub(crate) use impl_store;
 
-/// The task writes of the hot path, for backends that make them with sqlx
-/// (the SQLite backend has its own batching writer).
+/// The task reads and writes of the hot path, for backends that make them
+/// with sqlx (the SQLite backend has its own batching writer and readers).
 macro_rules! impl_sqlx_hot_writes {
     ($store:ty, $dialect:ident) => {
         impl $store {
@@ -615,6 +629,35 @@ macro_rules! impl_sqlx_hot_writes {
                 }
                 tx.commit().await?;
                 Ok(true)
+            }
+
+            async fn hot_get_task(
+                &self,
+                account_id: &str,
+                mode: &str,
+                id: &str,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                Ok(sqlx::query_as($crate::sql::GET_TASK)
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            async fn hot_list_tasks(
+                &self,
+                q: &$crate::TaskQuery,
+            ) -> $crate::StoreResult<Vec<$crate::TaskRecord>> {
+                let (sql, params) = $crate::sql::list_tasks_sql(q);
+                let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+                for p in params {
+                    query = match p {
+                        $crate::sql::Param::Text(s) => query.bind(s),
+                        $crate::sql::Param::Int(i) => query.bind(i),
+                    };
+                }
+                Ok(query.fetch_all(self.reader()).await?)
             }
 
             async fn hot_cancel_task(

@@ -1,8 +1,10 @@
 //! The embedded default: SQLite in WAL mode.
 //!
-//! Writes go through a pool of one connection, so they queue in-process instead
-//! of contending for SQLite's lock; reads use their own pool (WAL lets them run
-//! beside the writer).
+//! The hot path (tasks created, claimed, finished, cancelled, read and
+//! listed) runs on rusqlite: writes through one batching writer thread
+//! (`writer.rs`), reads on read-only connections (`readers.rs`). Everything
+//! else goes through sqlx: writes through a pool of one connection, reads
+//! through their own pool (WAL lets readers run beside the writer).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -10,11 +12,14 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use crate::sql::Param;
 use crate::sql::impl_store;
-use crate::{StoreError, StoreResult, TaskFinish, TaskRecord};
+use crate::{StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord};
 
+mod readers;
 mod writer;
 
+use readers::Readers;
 use writer::{Writer, bind};
 
 mod dialect {
@@ -27,6 +32,8 @@ pub struct SqliteStore {
     read: SqlitePool,
     /// The hot path's task writes, batched.
     tasks: Writer,
+    /// The hot path's task reads.
+    task_reads: Readers,
 }
 
 impl SqliteStore {
@@ -56,7 +63,13 @@ impl SqliteStore {
             .connect_with(options.clone().read_only(true))
             .await?;
         let tasks = Writer::open(options.get_filename())?;
-        Ok(Self { write, read, tasks })
+        let task_reads = Readers::new(options.get_filename());
+        Ok(Self {
+            write,
+            read,
+            tasks,
+            task_reads,
+        })
     }
 
     fn writer(&self) -> &SqlitePool {
@@ -190,6 +203,48 @@ impl SqliteStore {
                 bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
                 let mut rows = stmt.raw_query();
                 rows.next()?.map(task_from_row).transpose()
+            })
+            .await
+    }
+}
+
+impl SqliteStore {
+    async fn hot_get_task(
+        &self,
+        account_id: &str,
+        mode: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let (account_id, mode, id) = (account_id.to_owned(), mode.to_owned(), id.to_owned());
+        self.task_reads
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(crate::sql::GET_TASK)?;
+                bind(&mut stmt, &[&id, &account_id, &mode])?;
+                let mut rows = stmt.raw_query();
+                rows.next()?.map(task_from_row).transpose()
+            })
+            .await
+    }
+
+    async fn hot_list_tasks(&self, q: &TaskQuery) -> StoreResult<Vec<TaskRecord>> {
+        let (sql, params) = crate::sql::list_tasks_sql(q);
+        self.task_reads
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(&sql)?;
+                let values: Vec<&dyn rusqlite::ToSql> = params
+                    .iter()
+                    .map(|p| match p {
+                        Param::Text(s) => s as &dyn rusqlite::ToSql,
+                        Param::Int(i) => i as &dyn rusqlite::ToSql,
+                    })
+                    .collect();
+                bind(&mut stmt, &values)?;
+                let mut rows = stmt.raw_query();
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    out.push(task_from_row(row)?);
+                }
+                Ok(out)
             })
             .await
     }
