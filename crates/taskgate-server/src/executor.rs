@@ -352,7 +352,16 @@ impl Executor {
             event: event.to_string(),
             charge_account: live.then(|| task.account_id.clone()),
         };
-        match self.store.finish_task(&task.id, &finish).await {
+        // A result that cannot be written leaves the task running (and its
+        // lease renewed), so a passing storage failure is retried a while.
+        let mut written = self.store.finish_task(&task.id, &finish).await;
+        let mut pause = Duration::from_millis(100);
+        while written.is_err() && pause <= Duration::from_secs(2) {
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+            written = self.store.finish_task(&task.id, &finish).await;
+        }
+        match written {
             Ok(true) => {
                 crate::metrics::record_task(&task.api, &task.mode, status);
                 let done = finished_record(task, finish);

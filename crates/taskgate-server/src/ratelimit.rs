@@ -10,7 +10,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
@@ -215,6 +214,11 @@ impl AuthFailures {
     pub fn record(&self, addr: std::net::IpAddr) {
         let now = now_ms();
         let mut map = self.by_addr.lock();
+        // Addresses that failed once and never came back are forgotten once
+        // their minute has passed, so many addresses cannot grow the map.
+        if map.len() >= 10_000 {
+            map.retain(|_, log| log.back().is_some_and(|&t| t > now - MINUTE_MS));
+        }
         let log = map.entry(addr).or_default();
         log.push_back(now);
         // Only the last `limit` failures matter.
@@ -232,12 +236,7 @@ fn ceil_secs(ms: i64) -> u64 {
     (ms.max(0) as u64).div_ceil(1000).max(1)
 }
 
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis() as i64
-}
+pub use taskgate_core::timefmt::now_ms;
 
 #[cfg(test)]
 mod tests {
