@@ -190,8 +190,17 @@ impl Builder {
             }
             Backend::Postgres => {
                 let admin = postgres_admin_url();
-                let pool = match sqlx::PgPool::connect(&admin).await {
-                    Ok(p) => p,
+                // One connection attempt, not a pool (which retries for 30 s):
+                // without a server the suite must skip fast.
+                let connect = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    <sqlx::PgConnection as sqlx::Connection>::connect(&admin),
+                );
+                let mut conn = match connect
+                    .await
+                    .unwrap_or_else(|_| Err(sqlx::Error::PoolTimedOut))
+                {
+                    Ok(c) => c,
                     Err(e) if !in_ci() => {
                         eprintln!("SKIPPED: PostgreSQL suite (no server at {admin}: {e})");
                         return None;
@@ -200,10 +209,10 @@ impl Builder {
                 };
                 let name = format!("tg_it_{unique}");
                 sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&pool)
+                    .execute(&mut conn)
                     .await
                     .expect("create test database");
-                pool.close().await;
+                let _ = sqlx::Connection::close(conn).await;
                 let (prefix, _) = admin.rsplit_once('/').expect("database url has a path");
                 config.database_url = format!("{prefix}/{name}");
                 Db::Postgres { admin, name }
