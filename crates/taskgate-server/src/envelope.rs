@@ -6,6 +6,7 @@
 //! layer adds `meta` once the handler is done, so `latency_ms` covers the
 //! whole request. It also records the request metrics.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -14,6 +15,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures_util::FutureExt;
 use serde::Serialize;
 use taskgate_core::{IdKind, new_id};
 
@@ -74,7 +76,14 @@ pub async fn envelope(mut request: Request, next: Next) -> Response {
         .unwrap_or_else(|| "unmatched".to_owned());
     let method = request.method().clone();
 
-    let mut response = next.run(request).await;
+    // A panic in a handler is a bug; the client still gets the contract's 500.
+    let mut response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!(request_id = %request_id, "a handler panicked");
+            ApiError::internal().into_response()
+        }
+    };
     let status = response.status();
 
     if response.extensions().get::<Raw>().is_none() {
