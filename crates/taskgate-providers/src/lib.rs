@@ -80,6 +80,33 @@ pub struct Attempt {
     pub http_status: Option<u16>,
 }
 
+/// Times a piece of work done inside the process, for its [`Attempt`].
+pub struct LocalClock {
+    started_at: OffsetDateTime,
+    clock: std::time::Instant,
+}
+
+impl LocalClock {
+    pub fn start() -> Self {
+        Self {
+            started_at: OffsetDateTime::now_utc(),
+            clock: std::time::Instant::now(),
+        }
+    }
+
+    /// The attempt this work was: `succeeded` or `failed`, no HTTP status.
+    pub fn attempt(self, provider: &str, target: String, succeeded: bool) -> Attempt {
+        Attempt {
+            provider: provider.to_owned(),
+            target,
+            started_at: self.started_at,
+            duration_ms: u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX),
+            outcome: if succeeded { "succeeded" } else { "failed" }.to_owned(),
+            http_status: None,
+        }
+    }
+}
+
 /// Why an execution failed. `code` is one of the task error codes of the
 /// contract (`upstream_error`, `upstream_timeout`, `invalid_upstream_response`,
 /// `timeout`, `internal_error`, …).

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use taskgate_core::task::error_code;
 use taskgate_core::timefmt::format_ms;
-use taskgate_providers::{Attempt, ExecError, Execution};
+use taskgate_providers::{Attempt, ExecError, Execution, LocalClock};
 use taskgate_store::{Store, StoreResult, TaskFinish, TaskRecord};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -405,8 +405,7 @@ async fn execute(
             outcome: default_outcome(),
             ..Default::default()
         });
-    let started = time::OffsetDateTime::now_utc();
-    let clock = std::time::Instant::now();
+    let clock = LocalClock::start();
     if controls.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(controls.delay_ms)).await;
     }
@@ -422,19 +421,7 @@ async fn execute(
         "timeout" => std::future::pending().await,
         _ => entry.provider.sandbox(&entry.spec, &input).await,
     };
-    attempts.push(Attempt {
-        provider: "sandbox".to_owned(),
-        target: entry.spec.slug.clone(),
-        started_at: started,
-        duration_ms: clock.elapsed().as_millis() as u64,
-        outcome: if result.is_ok() {
-            "succeeded"
-        } else {
-            "failed"
-        }
-        .to_owned(),
-        http_status: None,
-    });
+    attempts.push(clock.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));
     result
 }
 

@@ -9,13 +9,11 @@ mod sentiment;
 mod token_count;
 
 use std::panic::{self, AssertUnwindSafe};
-use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 
-use crate::{ApiSpec, Attempt, ExecError, Execution, Pricing, Provider};
+use crate::{ApiSpec, Attempt, ExecError, Execution, LocalClock, Pricing, Provider};
 use taskgate_core::task::error_code::INTERNAL_ERROR;
 
 /// The provider name shown in the catalog and recorded on attempts.
@@ -153,22 +151,9 @@ impl Provider for Builtin {
                 format!("the builtin provider has no API {api:?}"),
             ));
         };
-        let started_at = OffsetDateTime::now_utc();
-        let clock = Instant::now();
+        let clock = LocalClock::start();
         let result = run(which, input).await;
-        attempts.push(Attempt {
-            provider: PROVIDER_NAME.to_owned(),
-            target: which.target(input),
-            started_at,
-            duration_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
-            outcome: if result.is_ok() {
-                "succeeded"
-            } else {
-                "failed"
-            }
-            .to_owned(),
-            http_status: None,
-        });
+        attempts.push(clock.attempt(PROVIDER_NAME, which.target(input), result.is_ok()));
         result
     }
 
