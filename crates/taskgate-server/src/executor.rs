@@ -188,7 +188,12 @@ impl Executor {
                 _ = tick.tick() => {}
             }
             let now = now_ms();
-            if let Err(e) = self.store.renew_leases(&self.runner, now + LEASE_MS).await {
+            let executing: Vec<String> = self.running.lock().keys().cloned().collect();
+            if let Err(e) = self
+                .store
+                .renew_leases(&self.runner, &executing, now + LEASE_MS)
+                .await
+            {
                 tracing::warn!(error = %e, "cannot renew task leases");
             }
             match self.store.interrupt_expired(now, None).await {

@@ -107,7 +107,15 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<TaskRecord>>;
     /// Ids of queued tasks, oldest first.
     async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<String>>;
-    async fn renew_leases(&self, runner: &str, lease_until: i64) -> StoreResult<u64>;
+    /// Extends the leases of those of `ids` that `runner` is running: the
+    /// tasks it is executing now, so a task whose execution was lost stops
+    /// being renewed and the sweeper ends it.
+    async fn renew_leases(
+        &self,
+        runner: &str,
+        ids: &[String],
+        lease_until: i64,
+    ) -> StoreResult<u64>;
     /// Running tasks whose runner stopped renewing its lease, or whose runner
     /// is `dead_runner` (this instance's previous life), end `failed` with
     /// `interrupted`. Returns their ids.

@@ -380,15 +380,26 @@ macro_rules! impl_store {
                 Ok(rows.into_iter().map(|r| r.0).collect())
             }
 
-            async fn renew_leases(&self, runner: &str, lease_until: i64) -> $crate::StoreResult<u64> {
-                let r = sqlx::query(
-                    "UPDATE tasks SET lease_until = $2 WHERE status = 'running' AND runner = $1",
-                )
-                .bind(runner)
-                .bind(lease_until)
-                .execute(self.writer())
-                .await?;
-                Ok(r.rows_affected())
+            async fn renew_leases(
+                &self,
+                runner: &str,
+                ids: &[String],
+                lease_until: i64,
+            ) -> $crate::StoreResult<u64> {
+                let mut renewed = 0;
+                for chunk in ids.chunks(500) {
+                    let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+                    let sql = format!(
+                        "UPDATE tasks SET lease_until = $2 WHERE status = 'running' AND runner = $1 AND id IN ({})",
+                        list.join(", ")
+                    );
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(runner).bind(lease_until);
+                    for id in chunk {
+                        query = query.bind(id);
+                    }
+                    renewed += query.execute(self.writer()).await?.rows_affected();
+                }
+                Ok(renewed)
             }
 
             async fn interrupt_expired(

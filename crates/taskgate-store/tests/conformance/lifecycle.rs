@@ -310,14 +310,22 @@ pub async fn renew_counts_own_running_tasks(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let queued = insert(&*store, task(a, "live", "language")).await;
+    let lost = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
+    // Every id the runner names, but only its running ones are renewed; a
+    // running task it does not name (its execution was lost) is not.
+    let named: Vec<String> = [&mine1, &mine2, &theirs, &done, &gone, &queued]
+        .iter()
+        .map(|t| t.id.clone())
+        .collect();
 
     assert_eq!(
         store
-            .renew_leases("runner-a", T0 + 2 * MINUTE)
+            .renew_leases("runner-a", &named, T0 + 2 * MINUTE)
             .await
             .unwrap(),
         2
     );
+    assert_eq!(fetch(&*store, &lost.id).await, lost);
     for t in [&mine1, &mine2] {
         let renewed = fetch(&*store, &t.id).await;
         assert_eq!(renewed.lease_until, Some(T0 + 2 * MINUTE));
@@ -331,14 +339,14 @@ pub async fn renew_counts_own_running_tasks(store: Arc<dyn Store>) {
 
     assert_eq!(
         store
-            .renew_leases("runner-b", T0 + 3 * MINUTE)
+            .renew_leases("runner-b", &named, T0 + 3 * MINUTE)
             .await
             .unwrap(),
         1
     );
     assert_eq!(
         store
-            .renew_leases("runner-z", T0 + 3 * MINUTE)
+            .renew_leases("runner-z", &named, T0 + 3 * MINUTE)
             .await
             .unwrap(),
         0
