@@ -361,15 +361,8 @@ async fn scopes_limit_what_a_restricted_key_may_do(backend: Backend) {
         .expect_error(403, "insufficient_permissions");
 
     let reader = app
-        .create_key_with(
-            &app.account_id,
-            KeyType::Restricted,
-            Some(&["tasks:read"]),
-            None,
-            None,
-        )
+        .restricted_client(&app.account_id, Some(&["tasks:read"]), None)
         .await;
-    let reader = app.client(&secret(&reader));
     reader
         .get("apis")
         .await
@@ -387,15 +380,8 @@ async fn scopes_limit_what_a_restricted_key_may_do(backend: Backend) {
         .expect_error(403, "insufficient_permissions");
 
     let writer = app
-        .create_key_with(
-            &app.account_id,
-            KeyType::Restricted,
-            Some(&["tasks:write"]),
-            None,
-            None,
-        )
+        .restricted_client(&app.account_id, Some(&["tasks:write"]), None)
         .await;
-    let writer = app.client(&secret(&writer));
     let made = writer.call(sentiment("x")).await.expect(200);
     assert_eq!(made.data()["mode"], json!("live"));
     writer
@@ -468,19 +454,15 @@ async fn checks_run_in_the_contract_order(backend: Backend) {
     };
     let acct = app.account_id.clone();
     let ro = app
-        .create_key_with(&acct, KeyType::Restricted, Some(&["apis:read"]), None, None)
+        .restricted_client(&acct, Some(&["apis:read"]), None)
         .await;
-    let ro = app.client(&secret(&ro));
     let only = app
-        .create_key_with(
+        .restricted_client(
             &acct,
-            KeyType::Restricted,
             Some(&["apis:read", "tasks:write"]),
             Some(&["sentiment"]),
-            None,
         )
         .await;
-    let only = app.client(&secret(&only));
     let expired = app
         .create_key_with(&acct, KeyType::Live, None, None, Some(1))
         .await;

@@ -351,9 +351,8 @@ async fn requests_refused_after_authentication_count(backend: Backend) {
     };
     let acct = app.account_id.clone();
     let ro = app
-        .create_key_with(&acct, KeyType::Restricted, Some(&["apis:read"]), None, None)
+        .restricted_client(&acct, Some(&["apis:read"]), None)
         .await;
-    let ro = app.client(ro["secret"].as_str().unwrap());
     let all = ["apis:read", "tasks:read", "tasks:write"];
     let one = app
         .create_key_with(

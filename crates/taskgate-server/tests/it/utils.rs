@@ -131,6 +131,19 @@ impl TestApp {
         .expect("create key")
     }
 
+    /// A client with a new restricted key of `account`.
+    pub async fn restricted_client(
+        &self,
+        account: &str,
+        scopes: Option<&[&str]>,
+        apis: Option<&[&str]>,
+    ) -> TestClient {
+        let key = self
+            .create_key_with(account, KeyType::Restricted, scopes, apis, None)
+            .await;
+        self.client(key["secret"].as_str().unwrap())
+    }
+
     pub fn client(&self, key: &str) -> TestClient {
         TestClient::new(&self.base, Some(key))
     }
