@@ -3,11 +3,17 @@
 //! Every AI API in the catalog is served by one [`Provider`]. The executor never
 //! asks which provider it holds: it calls [`Provider::execute`] for live tasks and
 //! [`Provider::sandbox`] for test-mode tasks. Built-in providers compute their
-//! answers inside the process; upstream providers (a later issue) speak HTTP.
+//! answers inside the process; the upstream provider ([`upstream`]) speaks the
+//! wire protocols of the big AI API families over HTTP.
 
 pub mod builtin;
+mod context;
+pub mod kinds;
 pub mod sandbox;
 pub mod schema;
+pub mod upstream;
+
+pub use context::{DeltaSink, ExecContext};
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -52,6 +58,24 @@ pub struct ApiSpec {
     pub max_input_bytes: u64,
 }
 
+/// An API's health, from the circuit breakers of the targets behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiStatus {
+    Available,
+    Degraded,
+    Unavailable,
+}
+
+impl ApiStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Available => "available",
+            Self::Degraded => "degraded",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
 /// What a task consumed; the executor turns it into cost with the API's pricing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
@@ -80,6 +104,26 @@ pub struct Attempt {
     pub http_status: Option<u16>,
 }
 
+impl Attempt {
+    /// An attempt that started at `clock` and ended now.
+    pub fn finished(
+        clock: &LocalClock,
+        provider: &str,
+        target: &str,
+        outcome: &str,
+        http_status: Option<u16>,
+    ) -> Self {
+        Self {
+            provider: provider.to_owned(),
+            target: target.to_owned(),
+            started_at: clock.started_at,
+            duration_ms: clock.elapsed_ms(),
+            outcome: outcome.to_owned(),
+            http_status,
+        }
+    }
+}
+
 /// Times a piece of work done inside the process, for its [`Attempt`].
 pub struct LocalClock {
     started_at: OffsetDateTime,
@@ -94,16 +138,14 @@ impl LocalClock {
         }
     }
 
+    pub fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// The attempt this work was: `succeeded` or `failed`, no HTTP status.
     pub fn attempt(self, provider: &str, target: String, succeeded: bool) -> Attempt {
-        Attempt {
-            provider: provider.to_owned(),
-            target,
-            started_at: self.started_at,
-            duration_ms: u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX),
-            outcome: if succeeded { "succeeded" } else { "failed" }.to_owned(),
-            http_status: None,
-        }
+        let outcome = if succeeded { "succeeded" } else { "failed" };
+        Attempt::finished(&self, provider, &target, outcome, None)
     }
 }
 
@@ -126,6 +168,11 @@ impl ExecError {
             upstream_status: None,
         }
     }
+
+    pub fn with_status(mut self, status: Option<u16>) -> Self {
+        self.upstream_status = status;
+        self
+    }
 }
 
 /// A source of AI APIs.
@@ -138,14 +185,20 @@ pub trait Provider: Send + Sync + 'static {
     fn apis(&self) -> Vec<ApiSpec>;
 
     /// Runs a live task. `input` has already been validated against the API's
-    /// input schema. Each attempt made is pushed onto `attempts`. Dropping the
-    /// returned future must stop the work (that is how cancel works).
+    /// input schema. Each attempt made is recorded in `ctx`, and a streaming
+    /// API sends its output there as it is generated. Dropping the returned
+    /// future must stop the work (that is how cancel and timeouts work).
     async fn execute(
         &self,
         api: &str,
         input: &Value,
-        attempts: &mut Vec<Attempt>,
+        ctx: &mut ExecContext,
     ) -> Result<Execution, ExecError>;
+
+    /// The API's health as the catalog shows it.
+    fn status(&self, _api: &str) -> ApiStatus {
+        ApiStatus::Available
+    }
 
     /// Runs a test-mode task: deterministic, free, and never leaves the
     /// process. The default derives an output from the API's output schema.

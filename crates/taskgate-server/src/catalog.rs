@@ -1,15 +1,30 @@
 //! The catalog: every API a client may call, from the providers and the
 //! configuration, with its schemas compiled once.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use taskgate_core::money::{Micros, format_decimal, nanos_to_micros, parse_decimal};
+use taskgate_providers::builtin::Builtin;
+use taskgate_providers::kinds::Kind;
 use taskgate_providers::schema::CompiledSchema;
+use taskgate_providers::upstream::fetch::Cidr;
+use taskgate_providers::upstream::{
+    FetchPolicy, ProviderConfig, Route, Target, TargetConfig, Upstream, defaults,
+};
 use taskgate_providers::{ApiSpec, Pricing, Provider, Usage};
 
-use crate::config::CatalogConfig;
+use crate::config::{ApiOverride, CatalogConfig, Config};
+
+/// Reads an environment variable (the process's, or a test's own map).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The process environment.
+pub fn process_env() -> EnvLookup {
+    Arc::new(|k| std::env::var(k).ok())
+}
 
 pub struct ApiEntry {
     pub spec: ApiSpec,
@@ -44,7 +59,7 @@ impl ApiEntry {
             "description": self.spec.description,
             "kind": self.spec.kind,
             "provider": self.spec.provider,
-            "status": "available",
+            "status": self.provider.status(&self.spec.slug).as_str(),
             "modes": ["sync", "async"],
             "pricing": pricing_json(self.spec.pricing),
         })
@@ -105,9 +120,21 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The whole catalog of a configuration: the built-in APIs, the upstream
+    /// APIs it declares, and the default APIs of providers configured by the
+    /// environment (`OPENAI_API_KEY`, …). Credentials are read through `env`.
+    pub fn from_config(config: &Config, env: &EnvLookup) -> Result<Self, String> {
+        let (upstream, not_offered) = build_upstream(config, env)?;
+        let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Builtin::new()), Arc::new(upstream)];
+        Self::build(&config.catalog, providers, &not_offered)
+    }
+
+    /// The catalog of `providers`' APIs with the configuration's overrides.
+    /// `not_offered` are declared APIs left out (no credentials).
     pub fn build(
         config: &CatalogConfig,
         providers: Vec<Arc<dyn Provider>>,
+        not_offered: &HashSet<String>,
     ) -> Result<Self, String> {
         let mut entries: Vec<Arc<ApiEntry>> = Vec::new();
         let mut by_slug = HashMap::new();
@@ -117,20 +144,7 @@ impl Catalog {
                     continue;
                 }
                 if let Some(o) = config.apis.get(&spec.slug) {
-                    if let Some(name) = &o.name {
-                        spec.name = name.clone();
-                    }
-                    if let Some(d) = &o.description {
-                        spec.description = d.clone();
-                    }
-                    if let Some(p) = &o.price_per_call_usd {
-                        spec.pricing = Pricing::PerCall {
-                            price_nanos: parse_decimal(p, 9)?,
-                        };
-                    }
-                    if let Some(t) = o.timeout_ms {
-                        spec.timeout_ms = t;
-                    }
+                    apply_override(&mut spec, o)?;
                 }
                 let input_schema = CompiledSchema::compile(&spec.input_schema)
                     .map_err(|e| format!("API {}: input schema: {e}", spec.slug))?;
@@ -152,7 +166,10 @@ impl Catalog {
             }
         }
         for slug in config.apis.keys().chain(config.disabled.iter()) {
-            if !by_slug.contains_key(slug) && !config.disabled.contains(slug) {
+            if !by_slug.contains_key(slug)
+                && !config.disabled.contains(slug)
+                && !not_offered.contains(slug)
+            {
                 return Err(format!("config: catalog names an unknown API {slug:?}"));
             }
         }
@@ -167,6 +184,222 @@ impl Catalog {
     pub fn all(&self) -> &[Arc<ApiEntry>] {
         &self.entries
     }
+}
+
+/// Applies the configuration's fields for an API to its spec.
+fn apply_override(spec: &mut ApiSpec, o: &ApiOverride) -> Result<(), String> {
+    if let Some(name) = &o.name {
+        spec.name = name.clone();
+    }
+    if let Some(d) = &o.description {
+        spec.description = d.clone();
+    }
+    if let Some(p) = &o.price_per_call_usd {
+        spec.pricing = Pricing::PerCall {
+            price_nanos: parse_decimal(p, 9)?,
+        };
+    }
+    if o.input_price_per_1k_tokens_usd.is_some() || o.output_price_per_1k_tokens_usd.is_some() {
+        let price = |p: &Option<String>| p.as_deref().map_or(Ok(0), |p| parse_decimal(p, 9));
+        spec.pricing = Pricing::PerKiloTokens {
+            input_nanos: price(&o.input_price_per_1k_tokens_usd)?,
+            output_nanos: price(&o.output_price_per_1k_tokens_usd)?,
+        };
+    }
+    if let Some(t) = o.timeout_ms {
+        spec.timeout_ms = t.max(1);
+    }
+    Ok(())
+}
+
+/// Default deadline of an upstream API of `kind`.
+fn default_timeout_ms(kind: Kind) -> u64 {
+    match kind {
+        Kind::Chat => 120_000,
+        Kind::ImageGeneration => 180_000,
+        Kind::Transcription => 300_000,
+        Kind::Embedding | Kind::Classification => 60_000,
+    }
+}
+
+fn upstream_spec(slug: &str, kind: Kind, provider: &str, model: &str) -> ApiSpec {
+    ApiSpec {
+        slug: slug.to_owned(),
+        name: slug.to_owned(),
+        description: format!("{} with {model} at {provider}.", kind_phrase(kind)),
+        kind: kind.as_str().to_owned(),
+        provider: provider.to_owned(),
+        pricing: Pricing::PerCall { price_nanos: 0 },
+        input_schema: kind.input_schema(),
+        output_schema: kind.output_schema(),
+        examples: kind.examples(model),
+        timeout_ms: default_timeout_ms(kind),
+        max_input_bytes: kind.max_input_bytes(),
+    }
+}
+
+fn kind_phrase(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Chat => "Chat completion",
+        Kind::Embedding => "Text embeddings",
+        Kind::ImageGeneration => "Image generation",
+        Kind::Transcription => "Speech to text",
+        Kind::Classification => "Content moderation",
+    }
+}
+
+/// A name usable as a slug or provider name: 1–64 of `a-z 0-9 - _`.
+fn valid_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// The upstream provider of the configuration, and the declared APIs left
+/// out because their provider has no credentials.
+fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet<String>), String> {
+    let allow = config
+        .outbound
+        .allow_networks
+        .iter()
+        .map(|c| Cidr::parse(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut upstream = Upstream::new(FetchPolicy {
+        allow,
+        max_bytes: config.outbound.max_fetch_bytes,
+        timeout: Duration::from_millis(config.outbound.fetch_timeout_ms.max(1)),
+    })?;
+
+    // The file's providers, then those of the environment it does not name.
+    let mut providers: BTreeMap<String, ProviderConfig> = config.providers.clone();
+    let mut from_env = Vec::new();
+    for (name, cfg) in defaults::env_providers(|k| env(k)) {
+        if !providers.contains_key(&name) {
+            from_env.push((name.clone(), cfg.protocol));
+            providers.insert(name, cfg);
+        }
+    }
+    for (name, cfg) in &providers {
+        if !valid_name(name) {
+            return Err(format!(
+                "config: provider name {name:?} must be 1-64 of a-z, 0-9, - and _"
+            ));
+        }
+        let key = match (&cfg.api_key, &cfg.api_key_env) {
+            (Some(k), _) => Some(k.expose().to_owned()),
+            (None, Some(var)) => env(var).filter(|v| !v.trim().is_empty()),
+            (None, None) => None,
+        };
+        // A provider without a credential is offered only when it asks for
+        // none: an explicit address and no key setting (a local server).
+        let keyless = cfg.api_key.is_none() && cfg.api_key_env.is_none() && cfg.base_url.is_some();
+        if key.is_none() && !keyless {
+            tracing::warn!(
+                provider = %name,
+                "provider has no credentials (set api_key_env's variable); its APIs are not offered"
+            );
+            continue;
+        }
+        upstream.add_provider(name, cfg, key)?;
+    }
+
+    let mut not_offered = HashSet::new();
+    for (slug, o) in &config.catalog.apis {
+        let Some(provider) = &o.provider else {
+            continue;
+        };
+        if config.catalog.disabled.contains(slug) {
+            continue;
+        }
+        if !valid_name(slug) {
+            return Err(format!(
+                "config: API slug {slug:?} must be 1-64 of a-z, 0-9, - and _"
+            ));
+        }
+        let kind_name = o
+            .kind
+            .as_deref()
+            .ok_or_else(|| format!("config: catalog.apis.{slug}: kind is required"))?;
+        let kind = Kind::parse(kind_name).ok_or_else(|| {
+            format!(
+                "config: catalog.apis.{slug}.kind: {kind_name:?} is not one of chat, embedding, image_generation, transcription, classification"
+            )
+        })?;
+        let model = match (&o.model, o.http.is_some()) {
+            (Some(m), _) => m.clone(),
+            (None, true) => slug.clone(),
+            (None, false) => return Err(format!("config: catalog.apis.{slug}: model is required")),
+        };
+        let known = |t: &str| -> Result<bool, String> {
+            if !providers.contains_key(t) {
+                return Err(format!(
+                    "config: catalog.apis.{slug}: unknown provider {t:?}"
+                ));
+            }
+            Ok(upstream.has_provider(t))
+        };
+        if !known(provider)? {
+            not_offered.insert(slug.clone());
+            continue;
+        }
+        let target = |t: &TargetConfig| Target {
+            provider: t.provider.clone(),
+            model: t.model.clone().unwrap_or_else(|| model.clone()),
+            weight: t.weight.unwrap_or(1),
+        };
+        let mut primary = vec![Target {
+            provider: provider.clone(),
+            model: model.clone(),
+            weight: o.weight.unwrap_or(1),
+        }];
+        for d in &o.deployments {
+            if known(&d.provider)? {
+                primary.push(target(d));
+            }
+        }
+        let mut groups = vec![primary];
+        for f in &o.fallbacks {
+            if known(&f.provider)? {
+                groups.push(vec![target(f)]);
+            }
+        }
+        upstream.add_route(Route {
+            spec: upstream_spec(slug, kind, provider, &model),
+            kind,
+            groups,
+            http: o.http.clone(),
+        })?;
+    }
+
+    for (name, protocol) in from_env {
+        if !upstream.has_provider(&name) {
+            continue;
+        }
+        for d in defaults::default_apis(protocol) {
+            let declared = config
+                .catalog
+                .apis
+                .get(d.slug)
+                .is_some_and(|o| o.provider.is_some());
+            if declared || config.catalog.disabled.iter().any(|s| s == d.slug) {
+                continue;
+            }
+            let mut spec = upstream_spec(d.slug, d.kind, &name, d.model);
+            spec.name = d.name.to_owned();
+            spec.pricing = d.pricing;
+            upstream.add_route(Route {
+                spec,
+                kind: d.kind,
+                groups: vec![vec![Target {
+                    provider: name.clone(),
+                    model: d.model.to_owned(),
+                    weight: 1,
+                }]],
+                http: None,
+            })?;
+        }
+    }
+    Ok((upstream, not_offered))
 }
 
 #[cfg(test)]

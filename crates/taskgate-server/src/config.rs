@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, TargetConfig};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -28,8 +29,12 @@ pub struct Config {
     pub plans: BTreeMap<String, PlanLimits>,
     /// Plan of the `default` account created at first start.
     pub default_plan: String,
+    /// Upstream AI providers by name (`[providers.openai]`).
+    pub providers: BTreeMap<String, ProviderConfig>,
     /// Overrides and additions for the catalog.
     pub catalog: CatalogConfig,
+    /// What URLs that users put in task inputs may reach.
+    pub outbound: OutboundConfig,
     /// `text` or `json` logs.
     pub log_format: String,
     /// A tracing filter: `info`, `warn`, `taskgate_server=debug,info`, …
@@ -39,7 +44,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 13] = [
+    pub const KEYS: [&'static str; 15] = [
         "listen",
         "database_url",
         "redis_url",
@@ -50,7 +55,9 @@ impl Config {
         "auth_failures_per_minute",
         "plans",
         "default_plan",
+        "providers",
         "catalog",
+        "outbound",
         "log_format",
         "log_level",
     ];
@@ -68,9 +75,10 @@ pub struct PlanLimits {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CatalogConfig {
-    /// Built-in API slugs to leave out of the catalog.
+    /// API slugs to leave out of the catalog.
     pub disabled: Vec<String>,
-    /// Per-API overrides, by slug.
+    /// APIs by slug: an entry with a `provider` declares an upstream API;
+    /// an entry without one overrides a built-in or default API.
     pub apis: BTreeMap<String, ApiOverride>,
 }
 
@@ -81,7 +89,48 @@ pub struct ApiOverride {
     pub description: Option<String>,
     /// Price per call in USD, as a decimal string, e.g. `"0.0002"`.
     pub price_per_call_usd: Option<String>,
+    /// Price per 1,000 input tokens in USD (with `output_price_per_1k_tokens_usd`).
+    pub input_price_per_1k_tokens_usd: Option<String>,
+    /// Price per 1,000 output tokens in USD.
+    pub output_price_per_1k_tokens_usd: Option<String>,
     pub timeout_ms: Option<u64>,
+    /// The kind (`chat`, `embedding`, `image_generation`, `transcription`,
+    /// `classification`) of a declared API.
+    pub kind: Option<String>,
+    /// The provider (a `[providers.NAME]`) that serves a declared API.
+    pub provider: Option<String>,
+    /// The provider's model.
+    pub model: Option<String>,
+    /// Weight of the primary target among `deployments` (default 1).
+    pub weight: Option<u32>,
+    /// More deployments sharing the traffic with the primary target, by weight.
+    pub deployments: Vec<TargetConfig>,
+    /// Targets tried in order when the deployments fail.
+    pub fallbacks: Vec<TargetConfig>,
+    /// How an `http` provider serves this API.
+    pub http: Option<HttpApiConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboundConfig {
+    /// Networks (CIDR) that user-supplied URLs may reach although they are
+    /// not public, e.g. `["10.20.0.0/16"]`. Empty by default.
+    pub allow_networks: Vec<String>,
+    /// Largest file fetched from a user-supplied URL.
+    pub max_fetch_bytes: usize,
+    /// Deadline of such a fetch.
+    pub fetch_timeout_ms: u64,
+}
+
+impl Default for OutboundConfig {
+    fn default() -> Self {
+        Self {
+            allow_networks: Vec::new(),
+            max_fetch_bytes: 25 * 1024 * 1024,
+            fetch_timeout_ms: 30_000,
+        }
+    }
 }
 
 impl Default for Config {
@@ -119,7 +168,9 @@ impl Default for Config {
             auth_failures_per_minute: 30,
             plans,
             default_plan: "free".to_owned(),
+            providers: BTreeMap::new(),
             catalog: CatalogConfig::default(),
+            outbound: OutboundConfig::default(),
             log_format: "text".to_owned(),
             log_level: "info".to_owned(),
         }
@@ -145,10 +196,45 @@ impl Config {
             return Err("config: max_body_bytes must be at least 1024".to_owned());
         }
         for (slug, o) in &self.catalog.apis {
-            if let Some(p) = &o.price_per_call_usd {
-                taskgate_core::money::parse_decimal(p, 9)
-                    .map_err(|e| format!("config: catalog.apis.{slug}.price_per_call_usd: {e}"))?;
+            for (field, value) in [
+                ("price_per_call_usd", &o.price_per_call_usd),
+                (
+                    "input_price_per_1k_tokens_usd",
+                    &o.input_price_per_1k_tokens_usd,
+                ),
+                (
+                    "output_price_per_1k_tokens_usd",
+                    &o.output_price_per_1k_tokens_usd,
+                ),
+            ] {
+                if let Some(p) = value {
+                    taskgate_core::money::parse_decimal(p, 9)
+                        .map_err(|e| format!("config: catalog.apis.{slug}.{field}: {e}"))?;
+                }
             }
+            if o.price_per_call_usd.is_some()
+                && (o.input_price_per_1k_tokens_usd.is_some()
+                    || o.output_price_per_1k_tokens_usd.is_some())
+            {
+                return Err(format!(
+                    "config: catalog.apis.{slug}: price per call and per 1K tokens cannot both be set"
+                ));
+            }
+            if o.provider.is_none()
+                && (o.kind.is_some()
+                    || o.model.is_some()
+                    || !o.deployments.is_empty()
+                    || !o.fallbacks.is_empty()
+                    || o.http.is_some())
+            {
+                return Err(format!(
+                    "config: catalog.apis.{slug}: kind, model, deployments, fallbacks and http need a provider"
+                ));
+            }
+        }
+        for cidr in &self.outbound.allow_networks {
+            taskgate_providers::upstream::fetch::Cidr::parse(cidr)
+                .map_err(|e| format!("config: outbound.allow_networks: {e}"))?;
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err("config: log_format must be text or json".to_owned());

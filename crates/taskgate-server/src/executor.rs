@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use taskgate_core::task::error_code;
 use taskgate_core::timefmt::format_ms;
-use taskgate_providers::{Attempt, ExecError, Execution, LocalClock};
+use taskgate_providers::{Attempt, ExecContext, ExecError, Execution, LocalClock};
 use taskgate_store::{Store, StoreResult, TaskFinish, TaskRecord};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +30,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::catalog::{ApiEntry, Catalog};
 use crate::ratelimit::now_ms;
+use crate::streams::Streams;
 
 const LEASE_MS: i64 = 30_000;
 const LEASE_RENEW_EVERY: Duration = Duration::from_secs(10);
@@ -61,6 +62,8 @@ pub struct Executor {
     inflight: Mutex<HashSet<String>>,
     running: Mutex<HashMap<String, CancellationToken>>,
     waiters: Mutex<HashMap<String, Vec<oneshot::Sender<TaskRecord>>>>,
+    /// Output of the streaming tasks running here.
+    pub streams: Streams,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -89,6 +92,7 @@ impl Executor {
             inflight: Mutex::new(HashSet::new()),
             running: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
+            streams: Streams::default(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
@@ -114,9 +118,16 @@ impl Executor {
         rx
     }
 
-    /// Drops the waiters of `id` (a sync call that gave up waiting).
+    /// Drops the waiters of `id` that stopped waiting (dropped their
+    /// receiver): a sync call that gave up, a stream whose reader left.
     pub fn forget(&self, id: &str) {
-        self.waiters.lock().remove(id);
+        let mut waiters = self.waiters.lock();
+        if let Some(list) = waiters.get_mut(id) {
+            list.retain(|w| !w.is_closed());
+            if list.is_empty() {
+                waiters.remove(id);
+            }
+        }
     }
 
     /// Stops the running execution of `id` at once, if this instance runs it.
@@ -286,19 +297,27 @@ impl Executor {
 
     /// Runs a task this instance has claimed, under its deadline and token.
     async fn execute_claimed(&self, task: TaskRecord, token: CancellationToken) {
-        let mut attempts = Vec::new();
-        let result = match self.catalog.get(&task.api) {
+        let deadline = Duration::from_millis(task.timeout_ms.max(1) as u64);
+        let mut ctx = ExecContext::with_timeout(deadline);
+        let entry = self.catalog.get(&task.api);
+        if entry.is_some_and(|e| e.spec.kind == "chat") {
+            let hub = self.streams.open(&task.id);
+            ctx = ctx.stream_to(Arc::new(move |delta: &str| hub.push(delta)));
+        }
+        let result = match entry {
             Some(entry) => {
-                let deadline = Duration::from_millis(task.timeout_ms.max(1) as u64);
                 tokio::select! {
                     biased;
                     _ = token.cancelled() => None,
-                    r = tokio::time::timeout(deadline, execute(entry, &task, &mut attempts)) => Some(match r {
+                    r = tokio::time::timeout(deadline, execute(entry, &task, &mut ctx)) => Some(match r {
                         Ok(r) => r.and_then(|x| check_output(entry, x)),
-                        Err(_) => Err(ExecError::new(
-                            error_code::TIMEOUT,
-                            format!("The task did not finish within its timeout of {} ms.", task.timeout_ms),
-                        )),
+                        Err(_) => {
+                            ctx.abandon("timeout");
+                            Err(ExecError::new(
+                                error_code::TIMEOUT,
+                                format!("The task did not finish within its timeout of {} ms.", task.timeout_ms),
+                            ))
+                        }
                     }),
                 }
             }
@@ -309,8 +328,11 @@ impl Executor {
         };
         self.running.lock().remove(&task.id);
         let Some(result) = result else {
-            return; // cancelled: the cancel already wrote the task's state
+            // Cancelled: the cancel already wrote the task's state.
+            self.streams.close(&task.id);
+            return;
         };
+        let attempts = ctx.into_attempts();
         self.finish(task, result, attempts).await;
     }
 
@@ -371,14 +393,19 @@ impl Executor {
                 crate::metrics::record_task(&task.api, &task.mode, status);
                 let done = finished_record(task, finish);
                 self.notify(&done);
+                self.streams.close(&done.id);
             }
             Ok(false) => {
                 // Cancelled or interrupted meanwhile: show waiters what is stored.
                 if let Ok(Some(current)) = self.store.get_task_by_id(&task.id).await {
                     self.notify(&current);
                 }
+                self.streams.close(&task.id);
             }
-            Err(e) => tracing::error!(error = %e, task = %task.id, "cannot record a task's result"),
+            Err(e) => {
+                self.streams.close(&task.id);
+                tracing::error!(error = %e, task = %task.id, "cannot record a task's result")
+            }
         }
     }
 }
@@ -386,7 +413,7 @@ impl Executor {
 async fn execute(
     entry: &ApiEntry,
     task: &TaskRecord,
-    attempts: &mut Vec<Attempt>,
+    ctx: &mut ExecContext,
 ) -> Result<Execution, ExecError> {
     let input: Value = serde_json::from_str(&task.input).map_err(|_| {
         ExecError::new(
@@ -395,10 +422,7 @@ async fn execute(
         )
     })?;
     if task.mode != "test" {
-        return entry
-            .provider
-            .execute(&entry.spec.slug, &input, attempts)
-            .await;
+        return entry.provider.execute(&entry.spec.slug, &input, ctx).await;
     }
     // Test mode never leaves the process: the API's sandbox behaviour, shaped
     // by the task's sandbox controls.
@@ -426,7 +450,16 @@ async fn execute(
         "timeout" => std::future::pending().await,
         _ => entry.provider.sandbox(&entry.spec, &input).await,
     };
-    attempts.push(clock.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));
+    // A simulated chat reply streams like a real one, word by word.
+    if let Ok(x) = &result
+        && let Some(text) = x.output.get("text").and_then(Value::as_str)
+        && entry.spec.kind == "chat"
+    {
+        for word in text.split_inclusive(' ') {
+            ctx.delta(word);
+        }
+    }
+    ctx.push(clock.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));
     result
 }
 

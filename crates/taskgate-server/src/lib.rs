@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
 pub mod router;
+pub mod streams;
 pub mod v1;
 pub mod views;
 
@@ -24,8 +25,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use taskgate_providers::Provider;
-use taskgate_providers::builtin::Builtin;
 use taskgate_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 pub use config::Config;
 
 use crate::auth::KeyCache;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, EnvLookup};
 use crate::executor::Executor;
 use crate::ratelimit::{AuthFailures, RateLimiter};
 
@@ -100,11 +99,23 @@ impl Server {
     }
 }
 
-/// Starts the service on `listener` (or binds `config.listen`).
+/// Starts the service on `listener` (or binds `config.listen`). Provider
+/// credentials named by the configuration are read from the process
+/// environment.
 pub async fn start(
     config: Config,
     store: Arc<dyn Store>,
     listener: Option<TcpListener>,
+) -> anyhow::Result<Server> {
+    start_with_env(config, store, listener, catalog::process_env()).await
+}
+
+/// [`start`], reading provider credentials through `env` instead.
+pub async fn start_with_env(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: Option<TcpListener>,
+    env: EnvLookup,
 ) -> anyhow::Result<Server> {
     config.validate().map_err(anyhow::Error::msg)?;
     metrics::install();
@@ -116,8 +127,7 @@ pub async fn start(
     };
     let addr = listener.local_addr()?;
     std::thread::spawn(taskgate_providers::builtin::warm_up);
-    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Builtin::new())];
-    let catalog = Arc::new(Catalog::build(&config.catalog, providers).map_err(anyhow::Error::msg)?);
+    let catalog = Arc::new(Catalog::from_config(&config, &env).map_err(anyhow::Error::msg)?);
     let runner = config
         .instance_id
         .clone()

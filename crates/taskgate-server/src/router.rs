@@ -14,6 +14,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/tasks", get(v1::tasks::list))
         .route("/tasks/{id}", get(v1::tasks::details))
         .route("/tasks/{id}/cancel", post(v1::tasks::cancel))
+        .route("/tasks/{id}/stream", get(v1::tasks::stream))
         .route("/apis", get(v1::apis::list))
         .route("/apis/{slug}", get(v1::apis::details))
         .route_layer(middleware::from_fn_with_state(

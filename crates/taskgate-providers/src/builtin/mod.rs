@@ -13,7 +13,7 @@ use std::panic::{self, AssertUnwindSafe};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::{ApiSpec, Attempt, ExecError, Execution, LocalClock, Pricing, Provider};
+use crate::{ApiSpec, ExecContext, ExecError, Execution, LocalClock, Pricing, Provider};
 use taskgate_core::task::error_code::INTERNAL_ERROR;
 
 /// The provider name shown in the catalog and recorded on attempts.
@@ -143,7 +143,7 @@ impl Provider for Builtin {
         &self,
         api: &str,
         input: &Value,
-        attempts: &mut Vec<Attempt>,
+        ctx: &mut ExecContext,
     ) -> Result<Execution, ExecError> {
         let Some(which) = Api::from_slug(api) else {
             return Err(ExecError::new(
@@ -153,7 +153,7 @@ impl Provider for Builtin {
         };
         let clock = LocalClock::start();
         let result = run(which, input).await;
-        attempts.push(clock.attempt(PROVIDER_NAME, which.target(input), result.is_ok()));
+        ctx.push(clock.attempt(PROVIDER_NAME, which.target(input), result.is_ok()));
         result
     }
 

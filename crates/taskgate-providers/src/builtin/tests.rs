@@ -103,7 +103,7 @@ fn token_count_input_schema_rejects_bad_inputs() {
 
 #[tokio::test]
 async fn execute_records_a_succeeded_attempt() {
-    let mut attempts = Vec::new();
+    let mut attempts = crate::ExecContext::with_timeout(std::time::Duration::from_secs(30));
     let input = json!({"text": "hello world", "model": "gpt-3.5-turbo"});
     let execution = Builtin
         .execute("token-count", &input, &mut attempts)
@@ -111,8 +111,8 @@ async fn execute_records_a_succeeded_attempt() {
         .unwrap();
     assert_eq!(execution.output["token_count"], 2);
     assert_eq!(execution.usage.input_tokens, Some(2));
-    assert_eq!(attempts.len(), 1);
-    let attempt = &attempts[0];
+    assert_eq!(attempts.attempts().len(), 1);
+    let attempt = &attempts.attempts()[0];
     assert_eq!(attempt.provider, "builtin");
     assert_eq!(attempt.target, "tiktoken/cl100k_base");
     assert_eq!(attempt.outcome, "succeeded");
@@ -130,27 +130,31 @@ async fn execute_records_a_succeeded_attempt() {
         )
         .await
         .unwrap();
-    let targets: Vec<&str> = attempts.iter().map(|a| a.target.as_str()).collect();
+    let targets: Vec<&str> = attempts
+        .attempts()
+        .iter()
+        .map(|a| a.target.as_str())
+        .collect();
     assert_eq!(targets, ["tiktoken/cl100k_base", "vader", "whatlang"]);
 }
 
 #[tokio::test]
 async fn execute_failures() {
-    let mut attempts = Vec::new();
+    let mut attempts = crate::ExecContext::with_timeout(std::time::Duration::from_secs(30));
     let error = Builtin
         .execute("nope", &json!({"text": "x"}), &mut attempts)
         .await
         .unwrap_err();
     assert_eq!(error.code, "internal_error");
-    assert!(attempts.is_empty());
+    assert!(attempts.attempts().is_empty());
 
     let error = Builtin
         .execute("sentiment", &json!({}), &mut attempts)
         .await
         .unwrap_err();
     assert_eq!(error.code, "internal_error");
-    assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].outcome, "failed");
+    assert_eq!(attempts.attempts().len(), 1);
+    assert_eq!(attempts.attempts()[0].outcome, "failed");
 }
 
 #[tokio::test]
@@ -159,13 +163,13 @@ async fn large_texts_run_on_the_blocking_pool() {
     assert!(text.len() > INLINE_MAX_BYTES);
     let input = json!({ "text": text });
     assert!(Api::Sentiment.needs_blocking_pool(&input));
-    let mut attempts = Vec::new();
+    let mut attempts = crate::ExecContext::with_timeout(std::time::Duration::from_secs(30));
     for slug in ["token-count", "language-detect", "sentiment"] {
         let execution = Builtin.execute(slug, &input, &mut attempts).await.unwrap();
         let direct = Api::from_slug(slug).unwrap().compute(&input).unwrap();
         assert_eq!(execution.output, direct.output, "{slug}");
     }
-    assert!(attempts.iter().all(|a| a.outcome == "succeeded"));
+    assert!(attempts.attempts().iter().all(|a| a.outcome == "succeeded"));
 }
 
 #[tokio::test]

@@ -477,6 +477,7 @@ async fn execute(
     let stored = match app.executor.enqueue(task).await {
         Ok(stored) => stored,
         Err(e) => {
+            drop(done);
             app.executor.forget(&id);
             return Err(e.into());
         }

@@ -1,19 +1,30 @@
-//! GET /tasks (the history), GET /tasks/{id} (details), POST /tasks/{id}/cancel.
+//! GET /tasks (the history), GET /tasks/{id} (details), POST /tasks/{id}/cancel,
+//! GET /tasks/{id}/stream (output as it is generated).
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Path, State};
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use bytes::Bytes;
 use serde::Serialize;
+use serde_json::json;
 use taskgate_core::ids::{id_floor, is_valid};
 use taskgate_core::timefmt::parse_rfc3339_ms;
 use taskgate_core::{IdKind, TaskStatus};
 use taskgate_store::TaskQuery;
+use taskgate_store::TaskRecord;
+use tokio::sync::mpsc;
 
 use crate::AppState;
-use crate::auth::{Auth, TasksRead, TasksWrite};
-use crate::envelope::Data;
+use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
+use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
 use crate::ratelimit::now_ms;
+use crate::streams::Hub;
 use crate::v1::call::find;
 use crate::v1::{QueryPairs, cursor};
 use crate::views::{TaskDetailsView, TaskView};
@@ -183,5 +194,137 @@ pub async fn cancel(
                 "The task has already {status}; only queued or running tasks can be cancelled."
             ),
         )),
+    }
+}
+
+/// Pause between looks for a running task's output when it is not (yet)
+/// running here, and between reads of its state from the store.
+const STREAM_LOOK_EVERY: Duration = Duration::from_millis(100);
+const STREAM_STORE_EVERY: Duration = Duration::from_secs(1);
+const STREAM_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// GET /tasks/{id}/stream: the task's output as Server-Sent Events while it
+/// is generated (`event: delta`, data `{"text": "…"}`), then the final task
+/// object (`event: done`). A finished task answers with `done` at once.
+pub async fn stream(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let task = find(&app, &principal, &id).await?;
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(follow(app, principal, task, tx));
+    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    }));
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response.extensions_mut().insert(Raw);
+    Ok(response)
+}
+
+fn sse(event: &str, data: &impl Serialize) -> Bytes {
+    let data = serde_json::to_string(data).unwrap_or_else(|_| "null".to_owned());
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+fn is_terminal(status: &str) -> bool {
+    matches!(status, "succeeded" | "failed" | "cancelled")
+}
+
+/// Feeds one reader of a task's stream until the task ends or the reader leaves.
+async fn follow(
+    app: Arc<AppState>,
+    principal: Principal,
+    task: TaskRecord,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let id = task.id.clone();
+    if is_terminal(&task.status) {
+        let _ = tx.send(sse("done", &TaskView::new(&task, true))).await;
+        return;
+    }
+    let mut done = app.executor.wait(&id);
+    let mut hub: Option<Arc<Hub>> = None;
+    let mut watch = None;
+    let mut sent = 0usize;
+    let mut last_store_look = tokio::time::Instant::now();
+    let mut last_write = tokio::time::Instant::now();
+    let mut finished: Option<TaskRecord> = None;
+    // Between `find` and `wait` the task may have ended: look once more.
+    if let Ok(Some(t)) = app
+        .store
+        .get_task(&principal.account_id, principal.mode.as_str(), &id)
+        .await
+        && is_terminal(&t.status)
+    {
+        finished = Some(t);
+    }
+    while finished.is_none() {
+        if hub.is_none()
+            && let Some(h) = app.executor.streams.get(&id)
+        {
+            watch = Some(h.watch());
+            hub = Some(h);
+        }
+        tokio::select! {
+            r = &mut done => {
+                finished = match r {
+                    Ok(t) => Some(t),
+                    Err(_) => app.store.get_task(&principal.account_id, principal.mode.as_str(), &id).await.ok().flatten(),
+                };
+                if finished.is_none() {
+                    break;
+                }
+            }
+            changed = async { watch.as_mut().map(|w| w.changed()).expect("guarded").await }, if watch.is_some() => {
+                if changed.is_err() {
+                    watch = None;
+                }
+            }
+            _ = tx.closed() => break,
+            _ = tokio::time::sleep(STREAM_LOOK_EVERY) => {
+                if last_store_look.elapsed() >= STREAM_STORE_EVERY {
+                    // The task may run on another instance: its end shows in the store.
+                    last_store_look = tokio::time::Instant::now();
+                    if let Ok(Some(t)) = app.store.get_task(&principal.account_id, principal.mode.as_str(), &id).await
+                        && is_terminal(&t.status)
+                    {
+                        finished = Some(t);
+                    }
+                }
+                if last_write.elapsed() >= STREAM_KEEPALIVE {
+                    last_write = tokio::time::Instant::now();
+                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(h) = &hub {
+            let text = h.since(sent);
+            if !text.is_empty() {
+                sent += text.len();
+                last_write = tokio::time::Instant::now();
+                if tx
+                    .send(sse("delta", &json!({ "text": text })))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+    }
+    drop(done);
+    app.executor.forget(&id);
+    if let Some(t) = finished {
+        let _ = tx.send(sse("done", &TaskView::new(&t, true))).await;
     }
 }

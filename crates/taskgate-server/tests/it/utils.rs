@@ -239,9 +239,14 @@ impl Builder {
             .expect("account");
         let account_id = account["id"].as_str().unwrap().to_owned();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = taskgate_server::start(config.clone(), store.clone(), Some(listener))
-            .await
-            .expect("server starts");
+        let server = taskgate_server::start_with_env(
+            config.clone(),
+            store.clone(),
+            Some(listener),
+            std::sync::Arc::new(|_: &str| None),
+        )
+        .await
+        .expect("server starts");
         let base = format!("http://{}", server.addr);
         let mut app = TestApp {
             server: Some(server),

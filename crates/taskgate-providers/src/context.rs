@@ -1,0 +1,117 @@
+//! What an execution carries besides its input: the attempts it makes, the
+//! deadline it must meet, and where a streaming API sends its output.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::{Attempt, LocalClock};
+
+/// Receives a streaming API's output as it is generated (text deltas).
+pub type DeltaSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The state of one execution, owned by the executor and lent to the provider.
+///
+/// When the execution is stopped from outside (its deadline passed, the task
+/// was cancelled) the provider's future is dropped mid-attempt; the attempt it
+/// had open is then closed by [`ExecContext::abandon`] so that it is recorded.
+pub struct ExecContext {
+    attempts: Vec<Attempt>,
+    open: Option<(LocalClock, String, String)>,
+    deadline: Instant,
+    deltas: Option<DeltaSink>,
+    streamed: bool,
+}
+
+impl ExecContext {
+    /// An execution that must be done by `deadline`.
+    pub fn new(deadline: Instant) -> Self {
+        Self {
+            attempts: Vec::new(),
+            open: None,
+            deadline,
+            deltas: None,
+            streamed: false,
+        }
+    }
+
+    /// An execution with a deadline `timeout` from now.
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self::new(Instant::now() + timeout)
+    }
+
+    /// Sends streamed output to `sink`.
+    pub fn stream_to(mut self, sink: DeltaSink) -> Self {
+        self.deltas = Some(sink);
+        self
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Time left before the deadline.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether anyone listens for streamed output.
+    pub fn wants_stream(&self) -> bool {
+        self.deltas.is_some()
+    }
+
+    /// Sends a piece of generated output to the listener, if any.
+    pub fn delta(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.streamed = true;
+        if let Some(sink) = &self.deltas {
+            sink(text);
+        }
+    }
+
+    /// Whether output of the current attempt has been streamed already (then
+    /// the attempt cannot be retried without the listener seeing it twice).
+    pub fn has_streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// Opens an attempt at `target` of `provider`.
+    pub fn begin(&mut self, provider: &str, target: &str) {
+        self.streamed = false;
+        self.open = Some((LocalClock::start(), provider.to_owned(), target.to_owned()));
+    }
+
+    /// Closes the open attempt with its outcome.
+    pub fn end(&mut self, outcome: &str, http_status: Option<u16>) {
+        if let Some((clock, provider, target)) = self.open.take() {
+            self.attempts.push(Attempt::finished(
+                &clock,
+                &provider,
+                &target,
+                outcome,
+                http_status,
+            ));
+        }
+    }
+
+    /// Records an attempt made without `begin`/`end` (in-process work).
+    pub fn push(&mut self, attempt: Attempt) {
+        self.attempts.push(attempt);
+    }
+
+    /// Closes an attempt left open by a dropped execution with `outcome`
+    /// (`timeout` or `cancelled`).
+    pub fn abandon(&mut self, outcome: &str) {
+        self.end(outcome, None);
+    }
+
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+
+    pub fn into_attempts(mut self) -> Vec<Attempt> {
+        self.abandon("failed");
+        self.attempts
+    }
+}

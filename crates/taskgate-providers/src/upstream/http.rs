@@ -1,0 +1,518 @@
+//! What every adapter shares: the connection to one provider, sending a
+//! request, classifying a failure, reading `Retry-After`, decoding SSE.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde_json::Value;
+use taskgate_core::task::error_code;
+
+use super::config::{Protocol, ProviderConfig};
+
+/// Largest upstream response body read into memory.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+const MESSAGE_CHARS: usize = 300;
+
+/// One provider as configured: where it is and how to sign requests.
+pub(crate) struct Conn {
+    pub name: String,
+    pub protocol: Protocol,
+    pub base_url: String,
+    pub client: reqwest::Client,
+    pub headers: HeaderMap,
+    pub query: Vec<(String, String)>,
+    /// The credential, kept to scrub it out of any upstream message.
+    pub secret: Option<String>,
+    pub attempt_timeout: Duration,
+    pub max_retries: u32,
+    pub stream: bool,
+}
+
+impl Conn {
+    /// Builds the connection. `api_key` was resolved from the file or the
+    /// environment by the caller; `default_base` is the provider's own address.
+    pub fn new(
+        name: &str,
+        cfg: &ProviderConfig,
+        api_key: Option<String>,
+        default_base: Option<&str>,
+        client: reqwest::Client,
+    ) -> Result<Self, String> {
+        let base_url = cfg
+            .base_url
+            .as_deref()
+            .or(default_base)
+            .ok_or_else(|| format!("providers.{name}: base_url is required"))?
+            .trim_end_matches('/')
+            .to_owned();
+        let parsed = reqwest::Url::parse(&base_url)
+            .map_err(|e| format!("providers.{name}.base_url: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("providers.{name}.base_url: must be http or https"));
+        }
+        let mut headers = HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            let key = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("providers.{name}.headers: bad header name {k:?}"))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|_| format!("providers.{name}.headers.{k}: bad header value"))?;
+            headers.insert(key, value);
+        }
+        if let Some(key) = &api_key {
+            let default_header = match cfg.protocol {
+                Protocol::Openai | Protocol::Http => "authorization",
+                Protocol::Anthropic => "x-api-key",
+                Protocol::Gemini => "x-goog-api-key",
+            };
+            let header = cfg
+                .auth_header
+                .as_deref()
+                .unwrap_or(default_header)
+                .to_ascii_lowercase();
+            let value = if header == "authorization" {
+                format!("Bearer {key}")
+            } else {
+                key.clone()
+            };
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                format!("providers.{name}: the API key has characters a header cannot carry")
+            })?;
+            value.set_sensitive(true);
+            let header = HeaderName::from_bytes(header.as_bytes())
+                .map_err(|_| format!("providers.{name}.auth_header: bad header name"))?;
+            headers.insert(header, value);
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            protocol: cfg.protocol,
+            base_url,
+            client,
+            headers,
+            query: cfg
+                .query
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            secret: api_key,
+            attempt_timeout: Duration::from_millis(cfg.timeout_ms.unwrap_or(60_000).max(1)),
+            max_retries: cfg.max_retries.unwrap_or(2),
+            stream: cfg.stream.unwrap_or(true),
+        })
+    }
+
+    /// A request to `path` under the base URL, signed, with the extra query.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let url = format!("{}{}", self.base_url, path);
+        let mut rb = self
+            .client
+            .request(method, url)
+            .headers(self.headers.clone());
+        if !self.query.is_empty() {
+            rb = rb.query(&self.query);
+        }
+        rb
+    }
+
+    /// Sends a request and returns the response if its status is a success;
+    /// any failure is classified for the retry loop.
+    pub async fn send(&self, rb: RequestBuilder) -> Result<Response, UpstreamError> {
+        let resp = rb.send().await.map_err(|e| self.transport_error(&e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        Err(self.status_error(resp).await)
+    }
+
+    /// Sends a request and reads its JSON body.
+    pub async fn send_json(&self, rb: RequestBuilder) -> Result<Value, UpstreamError> {
+        let resp = self.send(rb).await?;
+        let status = resp.status().as_u16();
+        let body = read_limited(resp)
+            .await
+            .map_err(|e| self.transport_error(&e))?;
+        serde_json::from_slice(&body).map_err(|_| {
+            UpstreamError::invalid(format!(
+                "{} answered with a body that is not JSON",
+                self.name
+            ))
+            .status(status)
+        })
+    }
+
+    pub fn transport_error(&self, e: &reqwest::Error) -> UpstreamError {
+        let what = if e.is_connect() {
+            "cannot connect to"
+        } else if e.is_timeout() {
+            "timed out talking to"
+        } else if e.is_body() || e.is_decode() {
+            "broke off the answer from"
+        } else {
+            "failed to reach"
+        };
+        // reqwest's own message names the URL, never a header: safe to log.
+        tracing::debug!(provider = %self.name, error = %e, "upstream transport error");
+        UpstreamError {
+            class: Class::Retry,
+            code: error_code::UPSTREAM_ERROR,
+            message: format!("Taskgate {what} the provider {}.", self.name),
+            status: None,
+            retry_after: None,
+            breaker: true,
+        }
+    }
+
+    /// Classifies an unsuccessful answer, with the provider's own message
+    /// where it is safe to show.
+    pub async fn status_error(&self, resp: Response) -> UpstreamError {
+        let status = resp.status();
+        let retry_after = retry_after(resp.headers());
+        let body = read_limited(resp).await.unwrap_or_default();
+        let upstream_message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| error_message(&v));
+        let class = classify(status);
+        let message = match (status.as_u16(), upstream_message) {
+            // Messages about credentials can quote part of the key.
+            (401 | 403, _) => format!(
+                "The provider {} refused Taskgate's credentials (HTTP {}).",
+                self.name,
+                status.as_u16()
+            ),
+            (_, Some(m)) => format!(
+                "The provider {} answered HTTP {}: {}",
+                self.name,
+                status.as_u16(),
+                self.scrub(&m)
+            ),
+            (_, None) => format!(
+                "The provider {} answered HTTP {}.",
+                self.name,
+                status.as_u16()
+            ),
+        };
+        UpstreamError {
+            class,
+            code: error_code::UPSTREAM_ERROR,
+            message,
+            status: Some(status.as_u16()),
+            retry_after,
+            breaker: matches!(class, Class::Retry),
+        }
+    }
+
+    /// `message` without the credential and cut to a readable length.
+    pub fn scrub(&self, message: &str) -> String {
+        let mut m = message.to_owned();
+        if let Some(s) = &self.secret
+            && s.len() >= 4
+        {
+            m = m.replace(s.as_str(), "***");
+        }
+        let mut out: String = m.chars().take(MESSAGE_CHARS).collect();
+        if m.chars().count() > MESSAGE_CHARS {
+            out.push('…');
+        }
+        out
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// A passing failure: retry this target after a pause, then move on.
+    Retry,
+    /// This target cannot serve the request (credentials, unknown model):
+    /// move on to the next one at once.
+    Next,
+    /// The request itself is wrong: no other target would do better.
+    Fatal,
+}
+
+fn classify(status: StatusCode) -> Class {
+    match status.as_u16() {
+        408 | 409 | 425 | 429 | 500..=599 => Class::Retry,
+        401 | 402 | 403 | 404 => Class::Next,
+        _ => Class::Fatal,
+    }
+}
+
+/// A failed attempt, as the retry loop sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamError {
+    pub class: Class,
+    /// The task error code it becomes.
+    pub code: &'static str,
+    pub message: String,
+    pub status: Option<u16>,
+    pub retry_after: Option<Duration>,
+    /// Whether it counts against the target's circuit breaker.
+    pub breaker: bool,
+}
+
+impl UpstreamError {
+    /// The provider answered something this adapter cannot read.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self {
+            class: Class::Next,
+            code: error_code::INVALID_UPSTREAM_RESPONSE,
+            message: message.into(),
+            status: None,
+            retry_after: None,
+            breaker: true,
+        }
+    }
+
+    /// A request that no target can serve (a bad input file, say).
+    pub fn fatal(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            class: Class::Fatal,
+            code,
+            message: message.into(),
+            status: None,
+            retry_after: None,
+            breaker: false,
+        }
+    }
+
+    pub fn status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn into_exec(self) -> crate::ExecError {
+        crate::ExecError::new(self.code, self.message).with_status(self.status)
+    }
+}
+
+/// The provider's error message in the common shapes: `{"error": {"message"}}`
+/// (OpenAI, Anthropic, Gemini), `{"error": "…"}`, `{"message"}`, `{"detail"}`.
+pub(crate) fn error_message(v: &Value) -> Option<String> {
+    let e = v.get("error").unwrap_or(v);
+    e.get("message")
+        .or_else(|| e.get("detail"))
+        .and_then(Value::as_str)
+        .or_else(|| e.as_str())
+        .map(str::to_owned)
+}
+
+/// `Retry-After` in seconds or as an HTTP date, or OpenAI's `retry-after-ms`.
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// Reads a body, refusing more than [`MAX_RESPONSE_BYTES`].
+pub(crate) async fn read_limited(resp: Response) -> Result<Bytes, reqwest::Error> {
+    let mut stream = resp.bytes_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            break;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// Adds the client's `options` to a request body: fields Taskgate did not
+/// set are added, objects present in both are merged the same way, and
+/// Taskgate's own fields win.
+pub(crate) fn merge_options(body: &mut Value, options: Option<&Value>) {
+    let (Value::Object(body), Some(Value::Object(options))) = (body, options) else {
+        return;
+    };
+    for (k, v) in options {
+        match body.get_mut(k) {
+            None => {
+                body.insert(k.clone(), v.clone());
+            }
+            Some(existing @ Value::Object(_)) if v.is_object() => {
+                merge_options(existing, Some(v));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+/// Splits a byte stream into Server-Sent Events (the WHATWG rules: lines
+/// end with LF, CRLF or CR; `data:` lines join with LF; a blank line ends an
+/// event; comments start with `:`).
+#[derive(Default)]
+pub(crate) struct SseDecoder {
+    buf: Vec<u8>,
+    current: SseEvent,
+    has_data: bool,
+}
+
+impl SseDecoder {
+    /// Feeds bytes; returns the events they complete.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+        self.buf.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        loop {
+            let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                break;
+            };
+            // A CR at the very end may be the first half of a CRLF.
+            if self.buf[pos] == b'\r' && pos + 1 == self.buf.len() {
+                break;
+            }
+            let skip = if self.buf[pos] == b'\r' && self.buf.get(pos + 1) == Some(&b'\n') {
+                2
+            } else {
+                1
+            };
+            let line: Vec<u8> = self.buf.drain(..pos + skip).take(pos).collect();
+            let line = String::from_utf8_lossy(&line);
+            if line.is_empty() {
+                if self.has_data {
+                    events.push(std::mem::take(&mut self.current));
+                    self.has_data = false;
+                } else {
+                    self.current = SseEvent::default();
+                }
+                continue;
+            }
+            if line.starts_with(':') {
+                continue;
+            }
+            let (field, value) = match line.find(':') {
+                Some(i) => {
+                    let v = &line[i + 1..];
+                    (&line[..i], v.strip_prefix(' ').unwrap_or(v))
+                }
+                None => (&line[..], ""),
+            };
+            match field {
+                "event" => self.current.event = value.to_owned(),
+                "data" => {
+                    if self.has_data {
+                        self.current.data.push('\n');
+                    }
+                    self.current.data.push_str(value);
+                    self.has_data = true;
+                }
+                _ => {}
+            }
+        }
+        events
+    }
+}
+
+/// Reads an SSE response to its end, handing each event to `on_event`, which
+/// returns `false` to stop reading.
+pub(crate) async fn read_sse(
+    conn: &Conn,
+    resp: Response,
+    mut on_event: impl FnMut(SseEvent) -> Result<bool, UpstreamError>,
+) -> Result<(), UpstreamError> {
+    let mut decoder = SseDecoder::default();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| conn.transport_error(&e))?;
+        for event in decoder.feed(&chunk) {
+            if !on_event(event)? {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sse_splits_events_across_chunks_and_line_ends() {
+        let mut d = SseDecoder::default();
+        let mut all = d.feed(b"event: a\r\ndata: {\"x\"");
+        all.extend(d.feed(b":1}\r"));
+        all.extend(d.feed(b"\n\r\n: comment\n\ndata: one\ndata: two\n\n"));
+        assert_eq!(
+            all,
+            vec![
+                SseEvent {
+                    event: "a".into(),
+                    data: "{\"x\":1}".into()
+                },
+                SseEvent {
+                    event: "".into(),
+                    data: "one\ntwo".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_dates_and_milliseconds() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn options_never_replace_taskgate_fields() {
+        let mut body = json!({"model": "m", "generationConfig": {"temperature": 0.5}});
+        merge_options(
+            &mut body,
+            Some(
+                &json!({"model": "evil", "seed": 7, "generationConfig": {"temperature": 2, "topK": 3}}),
+            ),
+        );
+        assert_eq!(
+            body,
+            json!({"model": "m", "seed": 7, "generationConfig": {"temperature": 0.5, "topK": 3}})
+        );
+    }
+
+    #[test]
+    fn upstream_errors_are_classified() {
+        assert_eq!(classify(StatusCode::TOO_MANY_REQUESTS), Class::Retry);
+        assert_eq!(classify(StatusCode::from_u16(529).unwrap()), Class::Retry);
+        assert_eq!(classify(StatusCode::UNAUTHORIZED), Class::Next);
+        assert_eq!(classify(StatusCode::BAD_REQUEST), Class::Fatal);
+        assert_eq!(
+            error_message(&json!({"error": {"message": "m", "type": "t"}})).as_deref(),
+            Some("m")
+        );
+        assert_eq!(error_message(&json!({"detail": "d"})).as_deref(), Some("d"));
+    }
+}

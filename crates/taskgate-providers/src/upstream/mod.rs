@@ -1,0 +1,391 @@
+//! Upstream AI providers over HTTP, behind one [`Provider`].
+//!
+//! Each wire protocol is an adapter in a file of its own (`openai.rs`,
+//! `anthropic.rs`, `gemini.rs`, `generic.rs`). An API of the catalog is a
+//! route: its primary deployments (weighted) and then its fallbacks, in
+//! order. [`Upstream::execute`] walks the route: it picks a deployment by
+//! weight, skips targets whose circuit is open, retries passing failures
+//! with exponential backoff and jitter (honouring `Retry-After`), and moves
+//! on to the next target when one cannot serve. Every attempt is recorded.
+
+mod anthropic;
+mod breaker;
+pub mod config;
+pub mod defaults;
+pub mod fetch;
+mod gemini;
+mod generic;
+mod http;
+mod openai;
+mod template;
+#[cfg(test)]
+mod testutil;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use taskgate_core::task::error_code;
+
+use breaker::Breaker;
+pub use breaker::BreakerState;
+pub use config::{HttpApiConfig, Protocol, ProviderConfig, Secret, TargetConfig};
+pub use fetch::{FetchPolicy, Fetcher};
+use http::{Class, Conn, UpstreamError};
+
+use crate::kinds::Kind;
+use crate::{ApiSpec, ApiStatus, ExecContext, ExecError, Execution, Provider};
+
+/// Longest pause between two attempts at one target.
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
+const BASE_BACKOFF: Duration = Duration::from_millis(250);
+
+/// One wire protocol spoken to one configured provider.
+#[async_trait]
+pub(crate) trait Adapter: Send + Sync {
+    fn conn(&self) -> &Conn;
+    fn supports(&self, kind: Kind) -> bool;
+    async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError>;
+}
+
+/// One attempt's request, as an adapter receives it.
+pub(crate) struct Call<'a> {
+    pub kind: Kind,
+    pub model: &'a str,
+    pub input: &'a Value,
+    pub ctx: &'a mut ExecContext,
+    pub fetcher: &'a Fetcher,
+    pub http: Option<&'a HttpApiConfig>,
+}
+
+impl Call<'_> {
+    /// The client's `options` object, if any.
+    pub fn options(&self) -> Option<&Value> {
+        self.input.get("options")
+    }
+}
+
+/// A deployment or fallback: a model at a provider.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub provider: String,
+    pub model: String,
+    pub weight: u32,
+}
+
+/// An API served by upstream providers.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub spec: ApiSpec,
+    pub kind: Kind,
+    /// The primary deployments (weighted), then each fallback in order.
+    pub groups: Vec<Vec<Target>>,
+    /// How `http` providers serve this API.
+    pub http: Option<HttpApiConfig>,
+}
+
+/// The provider of every upstream API.
+pub struct Upstream {
+    adapters: HashMap<String, Arc<dyn Adapter>>,
+    breaker_settings: HashMap<String, (u32, Duration)>,
+    routes: HashMap<String, Route>,
+    breakers: HashMap<String, Arc<Breaker>>,
+    fetcher: Fetcher,
+}
+
+impl Upstream {
+    pub fn new(fetch: FetchPolicy) -> Result<Self, String> {
+        Ok(Self {
+            adapters: HashMap::new(),
+            breaker_settings: HashMap::new(),
+            routes: HashMap::new(),
+            breakers: HashMap::new(),
+            fetcher: Fetcher::new(fetch)?,
+        })
+    }
+
+    /// Adds a provider; `api_key` is its resolved credential.
+    pub fn add_provider(
+        &mut self,
+        name: &str,
+        cfg: &ProviderConfig,
+        api_key: Option<String>,
+    ) -> Result<(), String> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("taskgate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("providers.{name}: {e}"))?;
+        let adapter: Arc<dyn Adapter> = match cfg.protocol {
+            Protocol::Openai => Arc::new(openai::OpenAi::new(Conn::new(
+                name,
+                cfg,
+                api_key,
+                Some(openai::DEFAULT_BASE_URL),
+                client,
+            )?)),
+            Protocol::Anthropic => Arc::new(anthropic::Anthropic::new(Conn::new(
+                name,
+                cfg,
+                api_key,
+                Some(anthropic::DEFAULT_BASE_URL),
+                client,
+            )?)),
+            Protocol::Gemini => Arc::new(gemini::Gemini::new(Conn::new(
+                name,
+                cfg,
+                api_key,
+                Some(gemini::DEFAULT_BASE_URL),
+                client,
+            )?)),
+            Protocol::Http => Arc::new(generic::Generic::new(Conn::new(
+                name, cfg, api_key, None, client,
+            )?)),
+        };
+        self.breaker_settings.insert(
+            name.to_owned(),
+            (
+                cfg.breaker_failures.unwrap_or(5),
+                Duration::from_millis(cfg.breaker_cooldown_ms.unwrap_or(30_000)),
+            ),
+        );
+        self.adapters.insert(name.to_owned(), adapter);
+        Ok(())
+    }
+
+    pub fn has_provider(&self, name: &str) -> bool {
+        self.adapters.contains_key(name)
+    }
+
+    /// Adds an API. Every target's provider must be known and speak the kind.
+    pub fn add_route(&mut self, route: Route) -> Result<(), String> {
+        let slug = route.spec.slug.clone();
+        if route.groups.iter().all(|g| g.is_empty()) {
+            return Err(format!("API {slug}: no target"));
+        }
+        for t in route.groups.iter().flatten() {
+            let Some(adapter) = self.adapters.get(&t.provider) else {
+                return Err(format!("API {slug}: unknown provider {:?}", t.provider));
+            };
+            if !adapter.supports(route.kind) {
+                return Err(format!(
+                    "API {slug}: provider {} ({}) does not serve the kind {}",
+                    t.provider,
+                    adapter.conn().protocol.as_str(),
+                    route.kind.as_str()
+                ));
+            }
+            if adapter.conn().protocol == Protocol::Http && route.http.is_none() {
+                return Err(format!(
+                    "API {slug}: provider {} is an http provider: the API needs an `http` section",
+                    t.provider
+                ));
+            }
+            let (threshold, cooldown) = self.breaker_settings[&t.provider];
+            self.breakers
+                .entry(target_key(t))
+                .or_insert_with(|| Arc::new(Breaker::new(threshold, cooldown)));
+        }
+        if self.routes.insert(slug.clone(), route).is_some() {
+            return Err(format!("two APIs have the slug {slug}"));
+        }
+        Ok(())
+    }
+
+    /// The state of every target's circuit, for the catalog and operators.
+    pub fn breaker_states(&self, api: &str) -> Vec<(Target, BreakerState)> {
+        let Some(route) = self.routes.get(api) else {
+            return Vec::new();
+        };
+        route
+            .groups
+            .iter()
+            .flatten()
+            .map(|t| (t.clone(), self.breakers[&target_key(t)].state()))
+            .collect()
+    }
+
+    async fn run_route(
+        &self,
+        route: &Route,
+        input: &Value,
+        ctx: &mut ExecContext,
+    ) -> Result<Execution, ExecError> {
+        let mut last: Option<UpstreamError> = None;
+        for group in &route.groups {
+            for target in weighted_order(group) {
+                let breaker = &self.breakers[&target_key(target)];
+                let adapter = &self.adapters[&target.provider];
+                let conn = adapter.conn();
+                let mut retries = 0;
+                loop {
+                    if !breaker.allow() {
+                        last.get_or_insert_with(|| circuit_open(target));
+                        break;
+                    }
+                    let remaining = ctx.remaining();
+                    if remaining.is_zero() {
+                        return Err(timeout_error(last));
+                    }
+                    ctx.begin(&conn.name, &target.model);
+                    let mut call = Call {
+                        kind: route.kind,
+                        model: &target.model,
+                        input,
+                        ctx,
+                        fetcher: &self.fetcher,
+                        http: route.http.as_ref(),
+                    };
+                    let limit = conn.attempt_timeout.min(remaining);
+                    let result = tokio::time::timeout(limit, adapter.call(&mut call)).await;
+                    let error = match result {
+                        Ok(Ok(execution)) => {
+                            ctx.end("succeeded", Some(200));
+                            breaker.success();
+                            return Ok(execution);
+                        }
+                        Ok(Err(e)) => {
+                            ctx.end("failed", e.status);
+                            e
+                        }
+                        Err(_) => {
+                            ctx.end("timeout", None);
+                            UpstreamError {
+                                class: Class::Retry,
+                                code: error_code::UPSTREAM_TIMEOUT,
+                                message: format!(
+                                    "The provider {} did not answer within {} ms.",
+                                    conn.name,
+                                    limit.as_millis()
+                                ),
+                                status: None,
+                                retry_after: None,
+                                breaker: true,
+                            }
+                        }
+                    };
+                    if error.breaker {
+                        breaker.failure();
+                    } else if error.class != Class::Fatal {
+                        // The target answered: it is up, whatever it said.
+                        breaker.success();
+                    }
+                    // Output already streamed to a listener cannot be taken back.
+                    if error.class == Class::Fatal || ctx.has_streamed() {
+                        return Err(error.into_exec());
+                    }
+                    let retry = error.class == Class::Retry && retries < conn.max_retries;
+                    let pause = error.retry_after.unwrap_or_else(|| backoff(retries));
+                    last = Some(error);
+                    if !retry || pause >= ctx.remaining() {
+                        break;
+                    }
+                    tokio::time::sleep(pause).await;
+                    retries += 1;
+                }
+            }
+        }
+        Err(last.map(UpstreamError::into_exec).unwrap_or_else(|| {
+            ExecError::new(error_code::UPSTREAM_ERROR, "No target could be tried.")
+        }))
+    }
+}
+
+#[async_trait]
+impl Provider for Upstream {
+    fn name(&self) -> &str {
+        "upstream"
+    }
+
+    fn apis(&self) -> Vec<ApiSpec> {
+        let mut specs: Vec<ApiSpec> = self.routes.values().map(|r| r.spec.clone()).collect();
+        specs.sort_by(|a, b| a.slug.cmp(&b.slug));
+        specs
+    }
+
+    async fn execute(
+        &self,
+        api: &str,
+        input: &Value,
+        ctx: &mut ExecContext,
+    ) -> Result<Execution, ExecError> {
+        let Some(route) = self.routes.get(api) else {
+            return Err(ExecError::new(
+                error_code::INTERNAL_ERROR,
+                format!("no upstream route for the API {api:?}"),
+            ));
+        };
+        self.run_route(route, input, ctx).await
+    }
+
+    /// Available while every target's circuit is closed, unavailable when
+    /// every one is open, degraded in between.
+    fn status(&self, api: &str) -> ApiStatus {
+        let states = self.breaker_states(api);
+        if states.iter().all(|(_, s)| *s == BreakerState::Closed) {
+            ApiStatus::Available
+        } else if states.iter().all(|(_, s)| *s == BreakerState::Open) {
+            ApiStatus::Unavailable
+        } else {
+            ApiStatus::Degraded
+        }
+    }
+}
+
+fn target_key(t: &Target) -> String {
+    format!("{}/{}", t.provider, t.model)
+}
+
+fn circuit_open(t: &Target) -> UpstreamError {
+    UpstreamError {
+        class: Class::Next,
+        code: error_code::UPSTREAM_ERROR,
+        message: format!(
+            "The provider {} is unavailable for {} (circuit open after repeated failures).",
+            t.provider, t.model
+        ),
+        status: None,
+        retry_after: None,
+        breaker: false,
+    }
+}
+
+fn timeout_error(last: Option<UpstreamError>) -> ExecError {
+    match last {
+        Some(e) => e.into_exec(),
+        None => ExecError::new(error_code::TIMEOUT, "The task ran out of time."),
+    }
+}
+
+/// Exponential backoff with "equal jitter": half the step is fixed, half
+/// random, so retries of many tasks do not arrive together.
+fn backoff(retry: u32) -> Duration {
+    let step = BASE_BACKOFF
+        .saturating_mul(1u32 << retry.min(16))
+        .min(MAX_BACKOFF);
+    let half = step / 2;
+    half + half.mul_f64(rand::random::<f64>())
+}
+
+/// The targets of a group in a random order weighted by `weight`
+/// (Efraimidis–Spirakis: sort by `u^(1/w)`), so traffic splits by weight and
+/// the others remain as failover.
+fn weighted_order(group: &[Target]) -> Vec<&Target> {
+    if group.len() <= 1 {
+        return group.iter().collect();
+    }
+    let mut keyed: Vec<(f64, &Target)> = group
+        .iter()
+        .filter(|t| t.weight > 0)
+        .map(|t| (rand::random::<f64>().powf(1.0 / t.weight as f64), t))
+        .collect();
+    keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    keyed.into_iter().map(|(_, t)| t).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,417 @@
+//! The OpenAI REST API and everything compatible with it (Azure OpenAI,
+//! Groq, Together, Mistral, DeepSeek, Fireworks, OpenRouter, vLLM, Ollama,
+//! LM Studio): chat completions (streamed), embeddings, image generations,
+//! audio transcriptions and moderations.
+
+use async_trait::async_trait;
+use base64::Engine;
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+use taskgate_core::task::error_code;
+
+use super::http::{Conn, UpstreamError, merge_options, read_sse};
+use super::{Adapter, Call};
+use crate::kinds::Kind;
+use crate::{Execution, Usage};
+
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+pub(crate) struct OpenAi {
+    conn: Conn,
+}
+
+impl OpenAi {
+    pub fn new(conn: Conn) -> Self {
+        Self { conn }
+    }
+
+    async fn chat(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let input = call.input;
+        let mut body = json!({ "model": call.model, "messages": input["messages"] });
+        copy_fields(
+            input,
+            &mut body,
+            &["max_tokens", "temperature", "top_p", "stop"],
+        );
+        let stream = self.conn.stream;
+        if stream {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({ "include_usage": true });
+        }
+        merge_options(&mut body, call.options());
+        let rb = self
+            .conn
+            .request(Method::POST, "/chat/completions")
+            .json(&body);
+        if !stream {
+            let v = self.conn.send_json(rb).await?;
+            return chat_result(&v, call.model);
+        }
+        let resp = self.conn.send(rb).await?;
+        let mut text = String::new();
+        let mut finish: Option<String> = None;
+        let mut model: Option<String> = None;
+        let mut usage = Usage {
+            units: 1,
+            ..Usage::default()
+        };
+        let mut done = false;
+        let ctx = &mut *call.ctx;
+        read_sse(&self.conn, resp, |event| {
+            if event.data.trim() == "[DONE]" {
+                done = true;
+                return Ok(false);
+            }
+            let chunk: Value = serde_json::from_str(&event.data).map_err(|_| {
+                UpstreamError::invalid("The provider streamed a chunk that is not JSON.")
+            })?;
+            if let Some(message) = chunk
+                .get("error")
+                .and_then(|_| super::http::error_message(&chunk))
+            {
+                return Err(stream_error(&self.conn, &message));
+            }
+            if let Some(m) = chunk.get("model").and_then(Value::as_str) {
+                model.get_or_insert_with(|| m.to_owned());
+            }
+            if let Some(choice) = chunk.pointer("/choices/0") {
+                if let Some(delta) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                    text.push_str(delta);
+                    ctx.delta(delta);
+                }
+                if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+                    finish = Some(f.to_owned());
+                }
+            }
+            if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+                usage = token_usage(u);
+            }
+            Ok(true)
+        })
+        .await?;
+        if !done && finish.is_none() {
+            return Err(UpstreamError::invalid(
+                "The provider's stream ended before the reply was complete.",
+            ));
+        }
+        Ok(Execution {
+            output: json!({
+                "text": text,
+                "finish_reason": finish_reason(finish.as_deref()),
+                "model": model.unwrap_or_else(|| call.model.to_owned()),
+            }),
+            usage,
+        })
+    }
+
+    async fn embedding(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let mut body = json!({
+            "model": call.model,
+            "input": call.input["input"],
+            "encoding_format": "float",
+        });
+        copy_fields(call.input, &mut body, &["dimensions"]);
+        merge_options(&mut body, call.options());
+        let v = self
+            .conn
+            .send_json(self.conn.request(Method::POST, "/embeddings").json(&body))
+            .await?;
+        let mut items: Vec<(i64, Value)> = v
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| UpstreamError::invalid("The embeddings answer has no `data`."))?
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let index = d.get("index").and_then(Value::as_i64).unwrap_or(i as i64);
+                (index, d.get("embedding").cloned().unwrap_or(Value::Null))
+            })
+            .collect();
+        items.sort_by_key(|(i, _)| *i);
+        let embeddings: Vec<Value> = items.into_iter().map(|(_, e)| e).collect();
+        if embeddings.iter().any(|e| !e.is_array()) {
+            return Err(UpstreamError::invalid(
+                "The embeddings answer is not a list of float vectors (base64 is not supported).",
+            ));
+        }
+        let dimensions = embeddings
+            .first()
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let mut usage = v.get("usage").map(token_usage).unwrap_or_default();
+        usage.output_tokens = None;
+        Ok(Execution {
+            output: json!({
+                "embeddings": embeddings,
+                "dimensions": dimensions,
+                "model": model_of(&v, call.model),
+            }),
+            usage,
+        })
+    }
+
+    async fn image(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let mut body = json!({ "model": call.model, "prompt": call.input["prompt"] });
+        copy_fields(call.input, &mut body, &["n", "size"]);
+        merge_options(&mut body, call.options());
+        let v = self
+            .conn
+            .send_json(
+                self.conn
+                    .request(Method::POST, "/images/generations")
+                    .json(&body),
+            )
+            .await?;
+        let data = v
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| UpstreamError::invalid("The images answer has no `data`."))?;
+        let images: Vec<Value> = data
+            .iter()
+            .map(|d| {
+                let mut out = Map::new();
+                for k in ["url", "b64_json", "revised_prompt"] {
+                    if let Some(s) = d.get(k).and_then(Value::as_str) {
+                        out.insert(k.to_owned(), json!(s));
+                    }
+                }
+                Value::Object(out)
+            })
+            .collect();
+        let mut usage = v.get("usage").map(token_usage).unwrap_or_default();
+        usage.units = images.len() as i64;
+        Ok(Execution {
+            output: json!({ "images": images, "model": model_of(&v, call.model) }),
+            usage,
+        })
+    }
+
+    async fn transcription(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let input = call.input;
+        let (audio, name_from_url) = match input.get("audio_url").and_then(Value::as_str) {
+            Some(url) => call.fetcher.fetch(url).await?,
+            None => {
+                let b64 = input
+                    .get("audio_base64")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(b64.trim())
+                    .map_err(|_| {
+                        UpstreamError::fatal(
+                            error_code::UPSTREAM_ERROR,
+                            "input.audio_base64 is not valid base64.",
+                        )
+                    })?;
+                (bytes.into(), None)
+            }
+        };
+        let filename = input
+            .get("filename")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(name_from_url)
+            .unwrap_or_else(|| "audio.mp3".to_owned());
+        let part = reqwest::multipart::Part::bytes(audio.to_vec()).file_name(filename);
+        let mut form = reqwest::multipart::Form::new()
+            .part("file", part)
+            .text("model", call.model.to_owned())
+            .text("response_format", "json");
+        for k in ["language", "prompt"] {
+            if let Some(s) = input.get(k).and_then(Value::as_str) {
+                form = form.text(k, s.to_owned());
+            }
+        }
+        if let Some(Value::Object(options)) = call.options() {
+            for (k, v) in options {
+                if matches!(k.as_str(), "file" | "model" | "language" | "prompt") {
+                    continue;
+                }
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                form = form.text(k.clone(), text);
+            }
+        }
+        let v = self
+            .conn
+            .send_json(
+                self.conn
+                    .request(Method::POST, "/audio/transcriptions")
+                    .multipart(form),
+            )
+            .await?;
+        let text = v
+            .get("text")
+            .and_then(Value::as_str)
+            .ok_or_else(|| UpstreamError::invalid("The transcription answer has no `text`."))?;
+        let mut output = json!({ "text": text, "model": model_of(&v, call.model) });
+        if let Some(l) = v.get("language").and_then(Value::as_str) {
+            output["language"] = json!(l);
+        }
+        if let Some(d) = v
+            .get("duration")
+            .and_then(Value::as_f64)
+            .filter(|d| *d >= 0.0)
+        {
+            output["duration_s"] = json!(d);
+        }
+        let mut usage = v
+            .get("usage")
+            .filter(|u| u.get("input_tokens").is_some())
+            .map(token_usage)
+            .unwrap_or_default();
+        usage.units = 1;
+        Ok(Execution { output, usage })
+    }
+
+    async fn moderation(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let mut body = json!({ "model": call.model, "input": call.input["text"] });
+        merge_options(&mut body, call.options());
+        let v = self
+            .conn
+            .send_json(self.conn.request(Method::POST, "/moderations").json(&body))
+            .await?;
+        let result = v
+            .pointer("/results/0")
+            .ok_or_else(|| UpstreamError::invalid("The moderation answer has no `results`."))?;
+        let flagged = result
+            .get("flagged")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let flags = result.get("categories").and_then(Value::as_object);
+        let mut labels: Vec<(String, f64, bool)> = result
+            .get("category_scores")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, s)| {
+                        let on = flags
+                            .and_then(|f| f.get(k))
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
+                        s.as_f64().map(|s| (k.clone(), s.clamp(0.0, 1.0), on))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        labels.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let top = labels.iter().find(|l| l.2).or(labels.first());
+        let (label, score) = match top {
+            Some((l, s, _)) if flagged => (l.clone(), *s),
+            _ => ("safe".to_owned(), 1.0 - labels.first().map_or(0.0, |l| l.1)),
+        };
+        Ok(Execution {
+            output: json!({
+                "label": label,
+                "score": score,
+                "labels": labels.iter().map(|(l, s, _)| json!({"label": l, "score": s})).collect::<Vec<_>>(),
+                "flagged": flagged,
+                "model": model_of(&v, call.model),
+            }),
+            usage: Usage {
+                units: 1,
+                ..Usage::default()
+            },
+        })
+    }
+}
+
+#[async_trait]
+impl Adapter for OpenAi {
+    fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
+    fn supports(&self, _kind: Kind) -> bool {
+        true
+    }
+
+    async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        match call.kind {
+            Kind::Chat => self.chat(call).await,
+            Kind::Embedding => self.embedding(call).await,
+            Kind::ImageGeneration => self.image(call).await,
+            Kind::Transcription => self.transcription(call).await,
+            Kind::Classification => self.moderation(call).await,
+        }
+    }
+}
+
+/// A non-streamed chat completion.
+fn chat_result(v: &Value, model: &str) -> Result<Execution, UpstreamError> {
+    let choice = v
+        .pointer("/choices/0")
+        .ok_or_else(|| UpstreamError::invalid("The chat answer has no `choices`."))?;
+    let text = match choice.pointer("/message/content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(_) => {
+            return Err(UpstreamError::invalid(
+                "The chat answer's content is not text.",
+            ));
+        }
+    };
+    Ok(Execution {
+        output: json!({
+            "text": text,
+            "finish_reason": finish_reason(choice.get("finish_reason").and_then(Value::as_str)),
+            "model": model_of(v, model),
+        }),
+        usage: v.get("usage").map(token_usage).unwrap_or_default(),
+    })
+}
+
+/// An error sent inside a stream that had started with 200.
+fn stream_error(conn: &Conn, message: &str) -> UpstreamError {
+    let mut e = UpstreamError::invalid(format!(
+        "The provider {} failed while streaming: {}",
+        conn.name,
+        conn.scrub(message)
+    ));
+    e.code = error_code::UPSTREAM_ERROR;
+    e.class = super::http::Class::Retry;
+    e
+}
+
+fn finish_reason(f: Option<&str>) -> &'static str {
+    match f {
+        Some("stop") | None => "stop",
+        Some("length") => "length",
+        Some("content_filter") => "content_filter",
+        Some("tool_calls") | Some("function_call") => "tool_calls",
+        Some(_) => "other",
+    }
+}
+
+/// `usage` in OpenAI's shapes: `prompt_tokens`/`completion_tokens` (chat,
+/// embeddings) or `input_tokens`/`output_tokens` (images, audio).
+fn token_usage(u: &Value) -> Usage {
+    let get = |a: &str, b: &str| {
+        u.get(a)
+            .or_else(|| u.get(b))
+            .and_then(Value::as_i64)
+            .filter(|n| *n >= 0)
+    };
+    Usage {
+        units: 1,
+        input_tokens: get("prompt_tokens", "input_tokens"),
+        output_tokens: get("completion_tokens", "output_tokens"),
+    }
+}
+
+fn model_of(v: &Value, requested: &str) -> String {
+    v.get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(requested)
+        .to_owned()
+}
+
+fn copy_fields(from: &Value, to: &mut Value, keys: &[&str]) {
+    for k in keys {
+        if let Some(v) = from.get(*k) {
+            to[*k] = v.clone();
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Helpers for tests against local fake upstreams (never beyond loopback).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::config::{HttpApiConfig, Protocol, ProviderConfig};
+use super::{FetchPolicy, Route, Target, Upstream};
+use crate::kinds::Kind;
+use crate::{ApiSpec, ExecContext, ExecError, Execution, Pricing, Provider};
+
+/// Serves `router` on 127.0.0.1 at a free port; returns `http://127.0.0.1:PORT`.
+pub(crate) async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    format!("http://{addr}")
+}
+
+/// A provider of `protocol` at `base_url` with the key `test-key`, quick
+/// retries and breaker settings a test can reach.
+pub(crate) fn provider(protocol: Protocol, base_url: &str) -> ProviderConfig {
+    ProviderConfig {
+        protocol,
+        base_url: Some(base_url.to_owned()),
+        api_key: Some(super::Secret::new("test-key")),
+        api_key_env: None,
+        auth_header: None,
+        headers: Default::default(),
+        query: Default::default(),
+        timeout_ms: Some(2_000),
+        max_retries: Some(2),
+        stream: None,
+        breaker_failures: None,
+        breaker_cooldown_ms: None,
+    }
+}
+
+/// An API of `kind` whose groups are `[[(provider, model)]]`: the first
+/// group the weighted deployments, the others fallbacks.
+pub(crate) fn route(slug: &str, kind: Kind, groups: &[&[(&str, &str)]]) -> Route {
+    Route {
+        spec: ApiSpec {
+            slug: slug.to_owned(),
+            name: slug.to_owned(),
+            description: String::new(),
+            kind: kind.as_str().to_owned(),
+            provider: groups[0][0].0.to_owned(),
+            pricing: Pricing::PerCall { price_nanos: 0 },
+            input_schema: kind.input_schema(),
+            output_schema: kind.output_schema(),
+            examples: Vec::new(),
+            timeout_ms: 30_000,
+            max_input_bytes: kind.max_input_bytes(),
+        },
+        kind,
+        groups: groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|(p, m)| Target {
+                        provider: (*p).to_owned(),
+                        model: (*m).to_owned(),
+                        weight: 1,
+                    })
+                    .collect()
+            })
+            .collect(),
+        http: None,
+    }
+}
+
+/// Same, for a generic `http` provider with its templates.
+pub(crate) fn http_route(slug: &str, kind: Kind, provider: &str, http: HttpApiConfig) -> Route {
+    let mut r = route(slug, kind, &[&[(provider, "m")]]);
+    r.http = Some(http);
+    r
+}
+
+/// An [`Upstream`] with `providers` (with their keys) and `routes`. Fetches
+/// may reach loopback (`127.0.0.0/8`), where test fakes live.
+pub(crate) fn upstream(providers: &[(&str, ProviderConfig)], routes: Vec<Route>) -> Upstream {
+    let policy = FetchPolicy {
+        allow: vec![super::fetch::Cidr::parse("127.0.0.0/8").unwrap()],
+        ..FetchPolicy::default()
+    };
+    let mut u = Upstream::new(policy).unwrap();
+    for (name, cfg) in providers {
+        let key = cfg.api_key.as_ref().map(|k| k.expose().to_owned());
+        u.add_provider(name, cfg, key).unwrap();
+    }
+    for r in routes {
+        u.add_route(r).unwrap();
+    }
+    u
+}
+
+/// Runs `api` with `input` under a 10 s deadline; returns the result and
+/// the attempts made.
+pub(crate) async fn run(
+    u: &Upstream,
+    api: &str,
+    input: Value,
+) -> (Result<Execution, ExecError>, ExecContext) {
+    let mut ctx = ExecContext::with_timeout(Duration::from_secs(10));
+    let r = u.execute(api, &input, &mut ctx).await;
+    (r, ctx)
+}
