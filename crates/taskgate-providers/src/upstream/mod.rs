@@ -252,6 +252,17 @@ impl Upstream {
                             ctx.end("failed", e.status);
                             e
                         }
+                        Err(_) if limit < conn.attempt_timeout => {
+                            // The task's own deadline, not the attempt's, ran out.
+                            ctx.end("timeout", None);
+                            return Err(ExecError::new(
+                                error_code::TIMEOUT,
+                                format!(
+                                    "The task ran out of time waiting for the provider {}.",
+                                    conn.name
+                                ),
+                            ));
+                        }
                         Err(_) => {
                             ctx.end("timeout", None);
                             UpstreamError {

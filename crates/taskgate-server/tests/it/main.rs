@@ -11,3 +11,4 @@ mod envelope;
 mod idempotency;
 mod limits;
 mod tasks;
+mod upstream;
