@@ -56,7 +56,11 @@ fn taskgate(dir: &TempDir) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskgate"));
     cmd.current_dir(dir.path());
     for (k, _) in std::env::vars() {
-        if k.starts_with("TASKGATE_") {
+        // Nor may a developer's own provider keys reach a test's server.
+        let provider = ["OPENAI_", "ANTHROPIC_", "GEMINI_"]
+            .iter()
+            .any(|p| k.starts_with(p));
+        if k.starts_with("TASKGATE_") || provider {
             cmd.env_remove(k);
         }
     }
@@ -649,9 +653,14 @@ struct Serve {
 
 impl Serve {
     fn start(dir: &TempDir, port: u16, life: usize) -> Serve {
+        Self::start_with(dir, port, life, &[])
+    }
+
+    fn start_with(dir: &TempDir, port: u16, life: usize, env: &[(&str, &str)]) -> Serve {
         let log = dir.path().join(format!("serve{life}.log"));
         let mut child = taskgate(dir)
             .arg("serve")
+            .envs(env.iter().copied())
             .env("TASKGATE_LISTEN", format!("127.0.0.1:{port}"))
             // One worker: a second task waits `queued` behind the first.
             .env("TASKGATE_WORKERS", "1")
@@ -943,4 +952,145 @@ async fn serve_first_start_kill_and_restart() {
         !printed.contains("tg_") && !printed.contains("key:"),
         "a restart printed keys:\n{printed}"
     );
+}
+
+/// A fake OpenAI server: embeddings, and chat streamed as OpenAI streams it.
+async fn fake_openai() -> (String, Arc<Mutex<Vec<(String, String)>>>) {
+    use axum::extract::State;
+    use axum::http::{HeaderMap, Uri};
+    use axum::response::IntoResponse;
+
+    type Seen = Arc<Mutex<Vec<(String, String)>>>;
+    async fn handle(
+        State(seen): State<Seen>,
+        uri: Uri,
+        headers: HeaderMap,
+        body: String,
+    ) -> axum::response::Response {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        seen.lock().unwrap().push((uri.path().to_owned(), auth));
+        let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        match uri.path() {
+            "/v1/embeddings" => axum::Json(serde_json::json!({
+                "object": "list",
+                "data": [{"object": "embedding", "index": 0, "embedding": [0.25, -0.5, 0.125]}],
+                "model": body["model"], "usage": {"prompt_tokens": 4, "total_tokens": 4}
+            }))
+            .into_response(),
+            "/v1/chat/completions" => {
+                assert_eq!(body["stream"], true, "chat is streamed by default");
+                let chunks = ["Hi", " there"]
+                    .iter()
+                    .map(|w| serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                        "model": body["model"], "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]}))
+                    .chain([serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                        "model": body["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})])
+                    .map(|c| format!("data: {c}\n\n"))
+                    .collect::<String>()
+                    + "data: [DONE]\n\n";
+                ([("content-type", "text/event-stream")], chunks).into_response()
+            }
+            _ => (axum::http::StatusCode::NOT_FOUND, "unknown").into_response(),
+        }
+    }
+    let seen: Seen = Arc::default();
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_keys_in_the_environment_bring_default_apis() {
+    let dir = TempDir::new("envkeys");
+    let port = free_port();
+    let (base, seen) = fake_openai().await;
+    let http = reqwest::Client::new();
+    let mut serve = Serve::start_with(
+        &dir,
+        port,
+        1,
+        &[
+            ("OPENAI_API_KEY", "sk-env-secret-123"),
+            ("OPENAI_BASE_URL", &base),
+            ("ANTHROPIC_API_KEY", "sk-ant-env-secret-456"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+        ],
+    );
+    serve.ready(&http).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !serve.stdout().contains("live key:") {
+        assert!(Instant::now() < deadline, "no key printed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let api = Api {
+        http: http.clone(),
+        base: serve.base.clone(),
+        key: after(&serve.stdout(), "live key:"),
+    };
+    let (status, list) = api.get("apis?limit=100").await;
+    assert_eq!(status, 200);
+    let slugs: Vec<&str> = list["data"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["slug"].as_str().unwrap())
+        .collect();
+    for slug in [
+        "openai-chat",
+        "openai-embedding",
+        "openai-image",
+        "openai-transcription",
+        "openai-moderation",
+        "anthropic-chat",
+        "sentiment",
+    ] {
+        assert!(slugs.contains(&slug), "{slug} missing from {slugs:?}");
+    }
+    assert!(!slugs.iter().any(|s| s.starts_with("gemini")), "{slugs:?}");
+
+    let (status, t) = api
+        .post(
+            "call",
+            serde_json::json!({"api": "openai-embedding", "input": {"input": "hello"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(
+        t["data"]["output"]["embeddings"],
+        serde_json::json!([[0.25, -0.5, 0.125]])
+    );
+    assert_eq!(t["data"]["output"]["model"], "text-embedding-3-small");
+    // 4 tokens at $0.00002 per 1K: 0.00000008 USD rounds to 0.000000.
+    assert_eq!(t["data"]["usage"]["input_tokens"], 4);
+    let (status, t) = api
+        .post(
+            "call",
+            serde_json::json!({"api": "openai-chat", "input": {"messages": [{"role": "user", "content": "Hi"}]}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(t["data"]["output"]["text"], "Hi there");
+    // $0.15 / $0.60 per 1M tokens: 3 in, 2 out = 0.00000165 USD → 0.000002.
+    assert_eq!(t["data"]["usage"]["cost_usd"], "0.000002");
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            seen.iter()
+                .all(|(_, auth)| auth == "Bearer sk-env-secret-123")
+        );
+    }
+    let out = serve.kill();
+    for secret in ["sk-env-secret-123", "sk-ant-env-secret-456"] {
+        assert!(!out.contains(secret) && !serve.log().contains(secret));
+    }
 }
