@@ -321,6 +321,19 @@ fn task_details() {}
     ))]
 fn task_cancel() {}
 
+/// Follow a task's output as it is generated
+///
+/// Server-Sent Events: `event: delta` with data `{"text": "…"}` for each piece of a chat
+/// task's output, then `event: done` with the task object, and the stream ends. A
+/// finished task answers with its `done` event at once.
+#[utoipa::path(get, path = "/api/v1/tasks/{id}/stream", tag = "tasks",
+    params(("id" = String, Path, description = "task_…")),
+    responses(
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 404, description = "task_not_found", body = ErrorEnvelope),
+    ))]
+fn task_stream() {}
+
 /// The catalog of APIs this key may call
 #[utoipa::path(get, path = "/api/v1/apis", tag = "apis",
     params(
@@ -373,7 +386,7 @@ impl Modify for BearerAuth {
         description = "One REST interface to many AI services. Every answer is an envelope \
             `{success, data, error?, meta}` with an `X-Request-Id` header."
     ),
-    paths(call_create, call_status, tasks_list, task_details, task_cancel, apis_list, api_details),
+    paths(call_create, call_status, tasks_list, task_details, task_cancel, task_stream, apis_list, api_details),
     modifiers(&BearerAuth),
     security(("api_key" = [])),
     tags(
