@@ -328,8 +328,18 @@ impl Executor {
         };
         self.running.lock().remove(&task.id);
         let Some(result) = result else {
-            // Cancelled: the cancel already wrote the task's state.
+            // Cancelled: the cancel already wrote the task's state; the
+            // attempts made until then are added to it.
             self.streams.close(&task.id);
+            ctx.abandon("cancelled");
+            let attempts = attempts_json(&ctx.into_attempts());
+            if let Err(e) = self
+                .store
+                .record_cancelled_attempts(&task.id, &attempts)
+                .await
+            {
+                tracing::warn!(error = %e, task = %task.id, "cannot record a cancelled task's attempts");
+            }
             return;
         };
         let attempts = ctx.into_attempts();

@@ -105,6 +105,10 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         now: i64,
     ) -> StoreResult<Option<TaskRecord>>;
+    /// Records the attempts of a task cancelled while it ran (its execution
+    /// learns of the cancel only after the cancel is stored). Changes nothing
+    /// unless the task is `cancelled`; returns whether it did.
+    async fn record_cancelled_attempts(&self, id: &str, attempts: &str) -> StoreResult<bool>;
     /// Ids of queued tasks, oldest first.
     async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<String>>;
     /// Extends the leases of those of `ids` that `runner` is running: the

@@ -380,6 +380,21 @@ macro_rules! impl_store {
                 Ok(rows.into_iter().map(|r| r.0).collect())
             }
 
+            async fn record_cancelled_attempts(
+                &self,
+                id: &str,
+                attempts: &str,
+            ) -> $crate::StoreResult<bool> {
+                let done = sqlx::query(
+                    "UPDATE tasks SET attempts = $1 WHERE id = $2 AND status = 'cancelled'",
+                )
+                .bind(attempts)
+                .bind(id)
+                .execute(self.writer())
+                .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
             async fn renew_leases(
                 &self,
                 runner: &str,

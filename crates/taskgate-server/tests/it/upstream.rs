@@ -408,6 +408,12 @@ async fn cancel_closes_the_upstream_connection(backend: Backend) {
     assert_eq!(t.data()["status"], "cancelled");
     assert_eq!(t.data()["output"], Value::Null);
     assert_eq!(t.data()["usage"]["cost_usd"], "0.000000");
+    // The stopped attempt is recorded as cancelled.
+    let d = c.get(&format!("tasks/{id}")).await.expect(200);
+    let attempts = d.data()["attempts"].as_array().unwrap().clone();
+    assert_eq!(attempts.len(), 1, "{}", d.text);
+    assert_eq!(attempts[0]["provider"], "fake");
+    assert_eq!(attempts[0]["outcome"], "cancelled");
     app.stop().await;
 }
 both!(cancel_closes_the_upstream_connection);

@@ -208,6 +208,29 @@ pub async fn finish_after_cancel_is_dropped(store: Arc<dyn Store>) {
     assert_eq!(stored.cost_micros, 0);
     assert_eq!(event_statuses(&stored), ["queued", "running", "cancelled"]);
     assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 0);
+
+    // The stopped execution's attempts are recorded, and nothing else moves.
+    let attempts = r#"[{"provider":"openai","outcome":"cancelled"}]"#;
+    assert!(
+        store
+            .record_cancelled_attempts(&claimed.id, attempts)
+            .await
+            .unwrap()
+    );
+    let stored = fetch(&*store, &claimed.id).await;
+    assert_eq!(stored.attempts, attempts);
+    assert_eq!(stored.status, "cancelled");
+    assert_eq!(stored.completed_at, cancelled.completed_at);
+
+    // Only a cancelled task's attempts can be set this way.
+    let other = running_task(&*store, &acme.id, "runner-1", T0 + 30, T0 + MINUTE).await;
+    assert!(
+        !store
+            .record_cancelled_attempts(&other.id, attempts)
+            .await
+            .unwrap()
+    );
+    assert_eq!(fetch(&*store, &other.id).await.attempts, other.attempts);
 }
 
 pub async fn cancel_transitions(store: Arc<dyn Store>) {
