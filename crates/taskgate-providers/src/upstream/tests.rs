@@ -744,3 +744,55 @@ async fn redirects_to_private_addresses_are_refused() {
         .unwrap_err();
     assert!(e.message.contains("larger than 1024"), "{}", e.message);
 }
+
+#[tokio::test]
+async fn a_flapping_upstream_is_ridden_out_by_retries() {
+    let (fake, base) = Fake::start(vec![]).await;
+    for _ in 0..10 {
+        fake.script
+            .lock()
+            .extend([error(502, "Bad gateway", None), ok_chat("ok")]);
+    }
+    let mut p = no_stream(&base);
+    p.breaker_failures = Some(2);
+    let u = upstream(
+        &[("oa", p)],
+        vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
+    );
+    for _ in 0..10 {
+        let (r, ctx) = run(&u, "chat", chat_input()).await;
+        assert_eq!(r.unwrap().output["text"], "ok");
+        assert_eq!(ctx.attempts().len(), 2);
+    }
+    // Every failure was followed by a success: the circuit never opened.
+    assert_eq!(u.status("chat"), ApiStatus::Available);
+    assert_eq!(fake.requests(), 20);
+}
+
+#[tokio::test]
+async fn a_recovered_target_is_probed_and_closes_its_circuit() {
+    let (fake, base) = Fake::start(vec![error(500, "down", None)]).await;
+    fake.always(ok_chat("back"));
+    let mut p = no_stream(&base);
+    p.max_retries = Some(0);
+    p.breaker_failures = Some(1);
+    p.breaker_cooldown_ms = Some(300);
+    let u = upstream(
+        &[("oa", p)],
+        vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
+    );
+    run(&u, "chat", chat_input()).await.0.unwrap_err();
+    assert_eq!(u.status("chat"), ApiStatus::Unavailable);
+    let e = run(&u, "chat", chat_input()).await.0.unwrap_err();
+    assert!(e.message.contains("circuit open"), "{}", e.message);
+    assert_eq!(
+        fake.requests(),
+        1,
+        "nothing is sent while the circuit is open"
+    );
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(u.status("chat"), ApiStatus::Degraded, "half-open");
+    let (r, _) = run(&u, "chat", chat_input()).await;
+    assert_eq!(r.unwrap().output["text"], "back");
+    assert_eq!(u.status("chat"), ApiStatus::Available);
+}
