@@ -488,10 +488,12 @@ fn check_output(entry: &ApiEntry, x: Execution) -> Result<Execution, ExecError> 
     }
 }
 
+/// The attempts as stored on the task; each is counted in the metrics.
 fn attempts_json(attempts: &[Attempt]) -> String {
     let list: Vec<Value> = attempts
         .iter()
         .map(|a| {
+            crate::metrics::record_attempt(a);
             let started = (a.started_at.unix_timestamp_nanos() / 1_000_000) as i64;
             let mut v = json!({
                 "provider": a.provider,

@@ -1,4 +1,5 @@
-//! Prometheus metrics: requests by route and status, tasks by api and status.
+//! Prometheus metrics: requests by route and status, tasks by api and status,
+//! upstream attempts by provider, model and outcome.
 //!
 //! One recorder per process (the `metrics` crate's rule), installed on first
 //! use; several servers in one test process share it.
@@ -21,6 +22,11 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(
                     Matcher::Full("taskgate_http_request_duration_seconds".to_owned()),
+                    &LATENCY_BUCKETS,
+                )
+                .ok()?
+                .set_buckets_for_metric(
+                    Matcher::Full("taskgate_upstream_attempt_duration_seconds".to_owned()),
                     &LATENCY_BUCKETS,
                 )
                 .ok()?;
@@ -58,4 +64,20 @@ pub fn record_task(api: &str, mode: &str, status: &str) {
         "status" => status.to_owned()
     )
     .increment(1);
+}
+
+/// One attempt at an upstream provider (built-in and sandbox work is not an
+/// upstream attempt and is not counted here).
+pub fn record_attempt(a: &taskgate_providers::Attempt) {
+    if a.provider == taskgate_providers::builtin::PROVIDER_NAME || a.provider == "sandbox" {
+        return;
+    }
+    let labels = [
+        ("provider", a.provider.clone()),
+        ("model", a.target.clone()),
+        ("outcome", a.outcome.clone()),
+    ];
+    metrics::counter!("taskgate_upstream_attempts_total", &labels).increment(1);
+    metrics::histogram!("taskgate_upstream_attempt_duration_seconds", &labels)
+        .record(a.duration_ms as f64 / 1000.0);
 }

@@ -499,6 +499,19 @@ async fn fallbacks_serve_and_breakers_show_in_the_catalog(backend: Backend) {
     c.call(hello()).await.expect(200);
     assert_eq!(primary.requests(), 1, "an open circuit is skipped");
     assert_eq!(backup.requests(), 2);
+    // Operators see the attempts in the metrics.
+    let metrics = app.anonymous().get("/metrics").await.text;
+    for needle in [
+        r#"model="backup-model",outcome="succeeded""#,
+        r#"model="gpt-4o-mini",outcome="failed""#,
+    ] {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("taskgate_upstream_attempts_total") && l.contains(needle)),
+            "{needle} not in the metrics"
+        );
+    }
     app.stop().await;
 }
 both!(fallbacks_serve_and_breakers_show_in_the_catalog);
