@@ -234,7 +234,7 @@ pub(crate) enum Class {
 fn classify(status: StatusCode) -> Class {
     match status.as_u16() {
         408 | 409 | 425 | 429 | 500..=599 => Class::Retry,
-        401 | 402 | 403 | 404 => Class::Next,
+        401..=404 => Class::Next,
         _ => Class::Fatal,
     }
 }
@@ -375,10 +375,7 @@ impl SseDecoder {
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
-        loop {
-            let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') else {
-                break;
-            };
+        while let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') {
             // A CR at the very end may be the first half of a CRLF.
             if self.buf[pos] == b'\r' && pos + 1 == self.buf.len() {
                 break;
