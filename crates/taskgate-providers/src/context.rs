@@ -2,6 +2,7 @@
 //! deadline it must meet, and where a streaming API sends its output.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{Attempt, LocalClock};
@@ -20,6 +21,8 @@ pub struct ExecContext {
     deadline: Instant,
     deltas: Option<DeltaSink>,
     streamed: bool,
+    /// Counts streamed pieces, for telling a slow stream from a stalled one.
+    progress: Arc<AtomicU64>,
 }
 
 impl ExecContext {
@@ -31,6 +34,7 @@ impl ExecContext {
             deadline,
             deltas: None,
             streamed: false,
+            progress: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -65,9 +69,15 @@ impl ExecContext {
             return;
         }
         self.streamed = true;
+        self.progress.fetch_add(1, Ordering::Relaxed);
         if let Some(sink) = &self.deltas {
             sink(text);
         }
+    }
+
+    /// A counter that moves with every streamed piece of output.
+    pub fn progress(&self) -> Arc<AtomicU64> {
+        self.progress.clone()
     }
 
     /// Whether output of the current attempt has been streamed already (then

@@ -89,8 +89,9 @@ pub struct ProviderConfig {
     /// Extra query parameters sent with every request (`api-version` for Azure).
     #[serde(default)]
     pub query: BTreeMap<String, String>,
-    /// Deadline of one attempt (default 60 000 ms; the task's own timeout
-    /// bounds the whole execution).
+    /// How long one attempt may go without progress: until its answer
+    /// starts, then between two streamed pieces (default 60 000 ms; the
+    /// task's own timeout bounds the whole execution).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// Retries of one target after a connection error, a timeout, 408, 409,

@@ -23,7 +23,7 @@ mod testutil;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -227,10 +227,11 @@ impl Upstream {
                         last.get_or_insert_with(|| circuit_open(target));
                         break;
                     }
-                    let remaining = ctx.remaining();
-                    if remaining.is_zero() {
+                    if ctx.remaining().is_zero() {
                         return Err(timeout_error(last));
                     }
+                    let deadline = ctx.deadline();
+                    let progress = ctx.progress();
                     ctx.begin(&conn.name, &target.model);
                     let mut call = Call {
                         kind: route.kind,
@@ -240,8 +241,13 @@ impl Upstream {
                         fetcher: &self.fetcher,
                         http: route.http.as_ref(),
                     };
-                    let limit = conn.attempt_timeout.min(remaining);
-                    let result = tokio::time::timeout(limit, adapter.call(&mut call)).await;
+                    let result = until_stalled(
+                        adapter.call(&mut call),
+                        &progress,
+                        conn.attempt_timeout,
+                        deadline,
+                    )
+                    .await;
                     let error = match result {
                         Ok(Ok(execution)) => {
                             ctx.end("succeeded", Some(200));
@@ -252,7 +258,7 @@ impl Upstream {
                             ctx.end("failed", e.status);
                             e
                         }
-                        Err(_) if limit < conn.attempt_timeout => {
+                        Err(Stalled::TaskDeadline) => {
                             // The task's own deadline, not the attempt's, ran out.
                             ctx.end("timeout", None);
                             return Err(ExecError::new(
@@ -263,7 +269,7 @@ impl Upstream {
                                 ),
                             ));
                         }
-                        Err(_) => {
+                        Err(Stalled::Attempt) => {
                             ctx.end("timeout", None);
                             UpstreamError {
                                 class: Class::Retry,
@@ -271,7 +277,7 @@ impl Upstream {
                                 message: format!(
                                     "The provider {} did not answer within {} ms.",
                                     conn.name,
-                                    limit.as_millis()
+                                    conn.attempt_timeout.as_millis()
                                 ),
                                 status: None,
                                 retry_after: None,
@@ -343,6 +349,46 @@ impl Provider for Upstream {
             ApiStatus::Unavailable
         } else {
             ApiStatus::Degraded
+        }
+    }
+}
+
+/// Why an attempt was given up.
+enum Stalled {
+    /// No progress for the attempt timeout.
+    Attempt,
+    /// The task's deadline came first.
+    TaskDeadline,
+}
+
+/// Runs an attempt while it makes progress: it may wait `idle` for its
+/// answer to start, and as long again between two streamed pieces, but never
+/// past the task's `deadline`. So a long streamed reply is not cut off by
+/// the attempt timeout while a silent upstream still is.
+async fn until_stalled<T>(
+    attempt: impl std::future::Future<Output = T>,
+    progress: &std::sync::atomic::AtomicU64,
+    idle: Duration,
+    deadline: Instant,
+) -> Result<T, Stalled> {
+    use std::sync::atomic::Ordering;
+    tokio::pin!(attempt);
+    let mut seen = progress.load(Ordering::Relaxed);
+    let mut until = (Instant::now() + idle).min(deadline);
+    loop {
+        tokio::select! {
+            r = &mut attempt => return Ok(r),
+            _ = tokio::time::sleep_until(until.into()) => {
+                let now = progress.load(Ordering::Relaxed);
+                if until >= deadline {
+                    return Err(Stalled::TaskDeadline);
+                }
+                if now == seen {
+                    return Err(Stalled::Attempt);
+                }
+                seen = now;
+                until = (Instant::now() + idle).min(deadline);
+            }
         }
     }
 }

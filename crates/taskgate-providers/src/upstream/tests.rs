@@ -12,6 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -26,6 +27,8 @@ enum Reply {
     Json(u16, Value, Vec<(&'static str, &'static str)>),
     /// SSE chunks; with `hang`, the stream then stays open for ever.
     Sse(Vec<String>, bool),
+    /// SSE chunks `gap` apart.
+    Paced(Vec<String>, Duration),
     /// Never answers.
     Hang,
 }
@@ -66,6 +69,16 @@ async fn handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: Bytes
                 r.headers_mut().insert(k, v.parse().unwrap());
             }
             r
+        }
+        Some(Reply::Paced(chunks, gap)) => {
+            let stream = futures_util::stream::iter(chunks).then(move |c| async move {
+                tokio::time::sleep(gap).await;
+                Ok::<_, std::io::Error>(Bytes::from(c))
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
         }
         Some(Reply::Sse(chunks, hang)) => {
             let flag = CloseFlag(f.closed.clone());
@@ -795,4 +808,36 @@ async fn a_recovered_target_is_probed_and_closes_its_circuit() {
     let (r, _) = run(&u, "chat", chat_input()).await;
     assert_eq!(r.unwrap().output["text"], "back");
     assert_eq!(u.status("chat"), ApiStatus::Available);
+}
+
+#[tokio::test]
+async fn a_slow_stream_outlives_the_attempt_timeout_while_it_makes_progress() {
+    // Pieces 150 ms apart (about 1.2 s in all) under a 400 ms attempt timeout.
+    let (fake, base) = Fake::start(vec![]).await;
+    fake.always(Reply::Paced(
+        sse_chunks(&["a", "b", "c", "d", "e"]),
+        Duration::from_millis(150),
+    ));
+    let mut p = provider(Protocol::Openai, &base);
+    p.timeout_ms = Some(400);
+    p.max_retries = Some(0);
+    let u = upstream(
+        &[("oa", p)],
+        vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
+    );
+    let mut ctx =
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
+    let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
+    assert_eq!(x.output["text"], "abcde");
+
+    // A stream that stalls after its first pieces is still cut off.
+    fake.always(Reply::Sse(sse_chunks(&["a"])[..2].to_vec(), true));
+    let mut ctx =
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
+    let e = u
+        .execute("chat", &chat_input(), &mut ctx)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "upstream_timeout");
+    assert_eq!(ctx.attempts().last().unwrap().outcome, "timeout");
 }
