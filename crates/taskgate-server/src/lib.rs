@@ -128,6 +128,17 @@ pub async fn start_with_env(
     let addr = listener.local_addr()?;
     std::thread::spawn(taskgate_providers::builtin::warm_up);
     let catalog = Arc::new(Catalog::from_config(&config, &env).map_err(anyhow::Error::msg)?);
+    let upstream: Vec<String> = catalog
+        .all()
+        .iter()
+        .filter(|e| e.spec.provider != taskgate_providers::builtin::PROVIDER_NAME)
+        .map(|e| format!("{} ({})", e.spec.slug, e.spec.provider))
+        .collect();
+    tracing::info!(
+        apis = catalog.all().len(),
+        upstream = %if upstream.is_empty() { "none (set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY, or declare providers)".to_owned() } else { upstream.join(", ") },
+        "catalog ready"
+    );
     let runner = config
         .instance_id
         .clone()
