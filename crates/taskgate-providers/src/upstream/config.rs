@@ -132,7 +132,7 @@ pub struct TargetConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpApiConfig {
-    /// `POST` (default) or `GET`, `PUT`.
+    /// `POST` (default), `GET`, `PUT` or `PATCH`.
     #[serde(default)]
     pub method: Option<String>,
     /// Path under the provider's base URL, a template (`/models/{{model}}/predictions`).
@@ -144,7 +144,7 @@ pub struct HttpApiConfig {
     /// body), `input` and `model`.
     pub output: Value,
     /// Where usage is read from: `input_tokens`, `output_tokens`, `units`
-    /// as templates over `response`.
+    /// as templates over `response`, `input`, `model` (and `job.id`).
     #[serde(default)]
     pub usage: BTreeMap<String, String>,
     /// Present when the service answers with a job to poll.
@@ -156,11 +156,13 @@ pub struct HttpApiConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobConfig {
-    /// The job's id in the submit response, a template over `response`.
+    /// The job's id in the submit response, a template over `response`
+    /// (and `input`, `model`).
     pub id: String,
     /// Path polled for the job's status, a template over `job.id`.
     pub status_path: String,
     /// The status value in a poll response, a template over `response`.
+    /// Values in neither `done` nor `failed` mean: poll again.
     pub status: String,
     /// Status values that mean the job is done.
     pub done: Vec<String>,
@@ -170,10 +172,13 @@ pub struct JobConfig {
     /// Path of the result, when it is not the last poll response itself.
     #[serde(default)]
     pub result_path: Option<String>,
-    /// Path (POST) that cancels the job, called when the task is cancelled
-    /// or times out.
+    /// Path that cancels the job, called when the task is cancelled or
+    /// times out (or the attempt fails while the job runs).
     #[serde(default)]
     pub cancel_path: Option<String>,
+    /// Method of the cancel request: `POST` (default, Replicate) or `PUT` (fal).
+    #[serde(default)]
+    pub cancel_method: Option<String>,
     /// Pause between polls (default 1 000 ms).
     #[serde(default)]
     pub poll_interval_ms: Option<u64>,

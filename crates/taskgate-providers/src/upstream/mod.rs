@@ -179,11 +179,14 @@ impl Upstream {
                     route.kind.as_str()
                 ));
             }
-            if adapter.conn().protocol == Protocol::Http && route.http.is_none() {
-                return Err(format!(
-                    "API {slug}: provider {} is an http provider: the API needs an `http` section",
-                    t.provider
-                ));
+            if adapter.conn().protocol == Protocol::Http {
+                let Some(http) = &route.http else {
+                    return Err(format!(
+                        "API {slug}: provider {} is an http provider: the API needs an `http` section",
+                        t.provider
+                    ));
+                };
+                generic::check(http).map_err(|e| format!("API {slug}: {e}"))?;
             }
             let (threshold, cooldown) = self.breaker_settings[&t.provider];
             self.breakers

@@ -21,6 +21,9 @@ use super::testutil::{provider, route, run, serve, upstream};
 use super::*;
 use crate::ApiStatus;
 
+/// A request the fake received: URI, headers, body, arrival.
+type Seen = (String, HeaderMap, Bytes, Instant);
+
 /// One scripted answer of the fake.
 #[derive(Clone)]
 enum Reply {
@@ -38,7 +41,7 @@ struct Fake {
     script: Arc<Mutex<VecDeque<Reply>>>,
     /// What to answer when the script is empty.
     fallback: Arc<Mutex<Option<Reply>>>,
-    seen: Arc<Mutex<Vec<(String, HeaderMap, Bytes, Instant)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
     /// Set when a streamed answer's body is dropped (its connection closed).
     closed: Arc<AtomicBool>,
 }
