@@ -12,7 +12,7 @@ use taskgate_providers::kinds::Kind;
 use taskgate_providers::schema::CompiledSchema;
 use taskgate_providers::upstream::fetch::Cidr;
 use taskgate_providers::upstream::{
-    FetchPolicy, ProviderConfig, Route, Target, TargetConfig, Upstream, defaults,
+    FetchPolicy, Protocol, ProviderConfig, Route, Target, TargetConfig, Upstream, defaults,
 };
 use taskgate_providers::{ApiSpec, Pricing, Provider, Usage};
 
@@ -371,6 +371,13 @@ fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet
         })?;
     }
 
+    // Overrides of default APIs whose provider key is not set are not typos:
+    // they wait for the key.
+    for protocol in [Protocol::Openai, Protocol::Anthropic, Protocol::Gemini] {
+        for d in defaults::default_apis(protocol) {
+            not_offered.insert(d.slug.to_owned());
+        }
+    }
     for (name, protocol) in from_env {
         if !upstream.has_provider(&name) {
             continue;
@@ -384,6 +391,7 @@ fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet
             if declared || config.catalog.disabled.iter().any(|s| s == d.slug) {
                 continue;
             }
+            not_offered.remove(d.slug);
             let mut spec = upstream_spec(d.slug, d.kind, &name, d.model);
             spec.name = d.name.to_owned();
             spec.pricing = d.pricing;
@@ -405,6 +413,102 @@ fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> EnvLookup {
+        Arc::new(move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    fn slugs(c: &Catalog) -> Vec<&str> {
+        c.all().iter().map(|e| e.spec.slug.as_str()).collect()
+    }
+
+    #[test]
+    fn default_apis_follow_the_environment_and_overrides_wait_for_keys() {
+        let mut config = Config::default();
+        config.catalog.apis.insert(
+            "openai-chat".to_owned(),
+            ApiOverride {
+                input_price_per_1k_tokens_usd: Some("0.001".to_owned()),
+                ..ApiOverride::default()
+            },
+        );
+        // No key: the override of a default API is not an error.
+        let c = Catalog::from_config(&config, &env(&[])).unwrap();
+        assert_eq!(slugs(&c), ["language-detect", "sentiment", "token-count"]);
+        let c = Catalog::from_config(
+            &config,
+            &env(&[("OPENAI_API_KEY", "sk-x"), ("GEMINI_API_KEY", "g")]),
+        )
+        .unwrap();
+        let s = slugs(&c);
+        for slug in [
+            "openai-chat",
+            "openai-embedding",
+            "gemini-chat",
+            "gemini-embedding",
+        ] {
+            assert!(s.contains(&slug), "{slug}");
+        }
+        assert!(!s.iter().any(|s| s.starts_with("anthropic")));
+        let chat = c.get("openai-chat").unwrap();
+        assert_eq!(
+            chat.spec.pricing,
+            Pricing::PerKiloTokens {
+                input_nanos: 1_000_000,
+                output_nanos: 0
+            },
+            "the override applies; a price left out is zero"
+        );
+        // A typo is still an error.
+        config
+            .catalog
+            .apis
+            .insert("sentimnet".to_owned(), ApiOverride::default());
+        assert!(Catalog::from_config(&config, &env(&[])).is_err());
+    }
+
+    #[test]
+    fn declared_apis_check_their_providers_and_kinds() {
+        let mut config = Config::default();
+        let toml_provider: ProviderConfig = serde_json::from_value(json!({
+            "type": "anthropic", "api_key_env": "MY_ANTHROPIC_KEY"
+        }))
+        .unwrap();
+        config.providers.insert("claude".to_owned(), toml_provider);
+        let api = |kind: &str, provider: &str| ApiOverride {
+            kind: Some(kind.to_owned()),
+            provider: Some(provider.to_owned()),
+            model: Some("claude-haiku-4-5".to_owned()),
+            ..ApiOverride::default()
+        };
+        config
+            .catalog
+            .apis
+            .insert("talk".to_owned(), api("chat", "claude"));
+        // Without the key the API is left out, not an error.
+        let c = Catalog::from_config(&config, &env(&[])).unwrap();
+        assert!(c.get("talk").is_none());
+        let keyed = env(&[("MY_ANTHROPIC_KEY", "k")]);
+        let c = Catalog::from_config(&config, &keyed).unwrap();
+        assert_eq!(c.get("talk").unwrap().spec.provider, "claude");
+        // Anthropic has no embeddings; unknown providers and kinds are errors.
+        for (kind, provider, needle) in [
+            ("embedding", "claude", "does not serve the kind embedding"),
+            ("chat", "nobody", "unknown provider"),
+            ("poetry", "claude", "is not one of"),
+        ] {
+            config
+                .catalog
+                .apis
+                .insert("bad".to_owned(), api(kind, provider));
+            let e = Catalog::from_config(&config, &keyed).err().unwrap();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
 
     #[test]
     fn prices_keep_four_decimals_at_least() {

@@ -319,3 +319,42 @@ async fn shutdown_signal() {
         _ = term => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use taskgate_server::catalog::Catalog;
+
+    use super::*;
+
+    /// Every TOML example of the README loads, and its catalog builds (with
+    /// every credential variable set), so the documentation cannot rot.
+    #[test]
+    fn the_readmes_configuration_examples_are_valid() {
+        let readme = include_str!("../../../README.md");
+        let blocks: Vec<&str> = readme
+            .split("```toml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or_default())
+            .collect();
+        assert!(blocks.len() >= 2, "the README has its examples");
+        let dir = std::env::temp_dir().join(format!("taskgate-readme-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, block) in blocks.iter().enumerate() {
+            let path = dir.join(format!("example{i}.toml"));
+            std::fs::write(&path, block).unwrap();
+            let config = load_config(Some(&path))
+                .unwrap_or_else(|e| panic!("README example {i}: {e:#}\n{block}"));
+            let env: taskgate_server::catalog::EnvLookup = Arc::new(|k: &str| {
+                (k.ends_with("_KEY") || k.ends_with("_TOKEN")).then(|| "k".to_owned())
+            });
+            let catalog = Catalog::from_config(&config, &env)
+                .unwrap_or_else(|e| panic!("README example {i}: {e}\n{block}"));
+            for slug in config.catalog.apis.keys() {
+                assert!(catalog.get(slug).is_some(), "README example {i}: {slug}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,13 +1,17 @@
-//! Placeholder: being written.
+//! Google's Gemini API (Generative Language API): `generateContent`
+//! (streamed with `streamGenerateContent?alt=sse`), `embedContent` and
+//! `batchEmbedContents`.
 
 use async_trait::async_trait;
+use reqwest::Method;
+use serde_json::{Map, Value, json};
 
-use super::http::{Conn, UpstreamError};
+use super::http::{Conn, UpstreamError, merge_options, read_sse};
 use super::{Adapter, Call};
-use crate::Execution;
 use crate::kinds::Kind;
+use crate::{Execution, Usage};
 
-pub(crate) const DEFAULT_BASE_URL: &str = "https://example.invalid";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 
 pub(crate) struct Gemini {
     conn: Conn,
@@ -16,6 +20,115 @@ pub(crate) struct Gemini {
 impl Gemini {
     pub fn new(conn: Conn) -> Self {
         Self { conn }
+    }
+
+    async fn chat(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let body = chat_body(call.input, call.options());
+        let model = call.model;
+        if !self.conn.stream {
+            let path = format!("/v1beta/models/{}:generateContent", segment(model));
+            let v = self
+                .conn
+                .send_json(self.conn.request(Method::POST, &path).json(&body))
+                .await?;
+            let mut answer = Answer::default();
+            answer.absorb(&v, &mut |_| {});
+            return answer.finish(model, &v);
+        }
+        let path = format!("/v1beta/models/{}:streamGenerateContent", segment(model));
+        let rb = self
+            .conn
+            .request(Method::POST, &path)
+            .query(&[("alt", "sse")])
+            .json(&body);
+        let resp = self.conn.send(rb).await?;
+        let mut answer = Answer::default();
+        let mut last = Value::Null;
+        let ctx = &mut *call.ctx;
+        read_sse(&self.conn, resp, |event| {
+            let chunk: Value = serde_json::from_str(&event.data).map_err(|_| {
+                UpstreamError::invalid("The provider streamed a chunk that is not JSON.")
+            })?;
+            if chunk.get("error").is_some() {
+                let message = super::http::error_message(&chunk).unwrap_or_default();
+                let mut e = UpstreamError::invalid(format!(
+                    "The provider {} failed while streaming: {}",
+                    self.conn.name,
+                    self.conn.scrub(&message)
+                ));
+                e.code = taskgate_core::task::error_code::UPSTREAM_ERROR;
+                e.class = super::http::Class::Retry;
+                return Err(e);
+            }
+            answer.absorb(&chunk, &mut |t| ctx.delta(t));
+            last = chunk;
+            Ok(true)
+        })
+        .await?;
+        if answer.finish.is_none() && !answer.blocked {
+            return Err(UpstreamError::invalid(
+                "The provider's stream ended before the reply was complete.",
+            ));
+        }
+        answer.finish(model, &last)
+    }
+
+    async fn embedding(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let model = call.model;
+        let name = format!("models/{model}");
+        let request = |text: &Value| {
+            let mut r = json!({ "model": name, "content": { "parts": [{ "text": text }] } });
+            if let Some(d) = call.input.get("dimensions") {
+                r["outputDimensionality"] = d.clone();
+            }
+            r
+        };
+        let (path, mut body, single) = match &call.input["input"] {
+            Value::Array(texts) => (
+                format!("/v1beta/models/{}:batchEmbedContents", segment(model)),
+                json!({ "requests": texts.iter().map(request).collect::<Vec<_>>() }),
+                false,
+            ),
+            text => (
+                format!("/v1beta/models/{}:embedContent", segment(model)),
+                request(text),
+                true,
+            ),
+        };
+        merge_options(&mut body, call.options());
+        let v = self
+            .conn
+            .send_json(self.conn.request(Method::POST, &path).json(&body))
+            .await?;
+        let vectors: Vec<Value> = if single {
+            v.pointer("/embedding/values")
+                .cloned()
+                .into_iter()
+                .collect()
+        } else {
+            v.get("embeddings")
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .map(|e| e.get("values").cloned().unwrap_or(Value::Null))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if vectors.is_empty() || vectors.iter().any(|e| !e.is_array()) {
+            return Err(UpstreamError::invalid(
+                "The embedding answer has no vectors.",
+            ));
+        }
+        let dimensions = vectors[0].as_array().map_or(0, Vec::len);
+        Ok(Execution {
+            output: json!({ "embeddings": vectors, "dimensions": dimensions, "model": model }),
+            // Gemini reports no token counts for embeddings.
+            usage: Usage {
+                units: 1,
+                ..Usage::default()
+            },
+        })
     }
 }
 
@@ -26,10 +139,148 @@ impl Adapter for Gemini {
     }
 
     fn supports(&self, kind: Kind) -> bool {
-        kind == Kind::Chat
+        matches!(kind, Kind::Chat | Kind::Embedding)
     }
 
-    async fn call(&self, _call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
-        Err(UpstreamError::invalid("not written yet"))
+    async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        match call.kind {
+            Kind::Chat => self.chat(call).await,
+            Kind::Embedding => self.embedding(call).await,
+            other => Err(UpstreamError::fatal(
+                taskgate_core::task::error_code::INTERNAL_ERROR,
+                format!("Gemini does not serve {}", other.as_str()),
+            )),
+        }
+    }
+}
+
+/// A model name as one path segment (`models/` prefixes are dropped).
+fn segment(model: &str) -> String {
+    model.trim_start_matches("models/").replace('/', "%2F")
+}
+
+/// The `generateContent` request: system messages become
+/// `systemInstruction`, assistant turns are the `model` role.
+fn chat_body(input: &Value, options: Option<&Value>) -> Value {
+    let empty = Vec::new();
+    let messages = input["messages"].as_array().unwrap_or(&empty);
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let contents: Vec<Value> = messages
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let role = if m["role"] == "assistant" {
+                "model"
+            } else {
+                "user"
+            };
+            json!({ "role": role, "parts": [{ "text": m["content"] }] })
+        })
+        .collect();
+    let mut body = json!({ "contents": contents });
+    if !system.is_empty() {
+        body["systemInstruction"] = json!({ "parts": [{ "text": system.join("\n\n") }] });
+    }
+    let mut config = Map::new();
+    for (from, to) in [
+        ("max_tokens", "maxOutputTokens"),
+        ("temperature", "temperature"),
+        ("top_p", "topP"),
+        ("stop", "stopSequences"),
+    ] {
+        if let Some(v) = input.get(from) {
+            config.insert(to.to_owned(), v.clone());
+        }
+    }
+    if !config.is_empty() {
+        body["generationConfig"] = Value::Object(config);
+    }
+    merge_options(&mut body, options);
+    body
+}
+
+/// What the chunks of an answer (or the one answer) add up to.
+#[derive(Default)]
+struct Answer {
+    text: String,
+    finish: Option<String>,
+    blocked: bool,
+    usage: Option<Value>,
+    model: Option<String>,
+}
+
+impl Answer {
+    fn absorb(&mut self, chunk: &Value, on_text: &mut dyn FnMut(&str)) {
+        if let Some(parts) = chunk
+            .pointer("/candidates/0/content/parts")
+            .and_then(Value::as_array)
+        {
+            for p in parts {
+                // Thought summaries are not the reply.
+                if p.get("thought").and_then(Value::as_bool) == Some(true) {
+                    continue;
+                }
+                if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    self.text.push_str(t);
+                    on_text(t);
+                }
+            }
+        }
+        if let Some(f) = chunk
+            .pointer("/candidates/0/finishReason")
+            .and_then(Value::as_str)
+        {
+            self.finish = Some(f.to_owned());
+        }
+        if chunk.pointer("/promptFeedback/blockReason").is_some() {
+            self.blocked = true;
+        }
+        if let Some(u) = chunk.get("usageMetadata").filter(|u| u.is_object()) {
+            self.usage = Some(u.clone());
+        }
+        if let Some(m) = chunk.get("modelVersion").and_then(Value::as_str) {
+            self.model = Some(m.to_owned());
+        }
+    }
+
+    fn finish(self, model: &str, last: &Value) -> Result<Execution, UpstreamError> {
+        if self.finish.is_none() && !self.blocked && last.get("candidates").is_none() {
+            return Err(UpstreamError::invalid("The answer has no `candidates`."));
+        }
+        let finish_reason = if self.blocked {
+            "content_filter"
+        } else {
+            match self.finish.as_deref() {
+                Some("STOP") | None => "stop",
+                Some("MAX_TOKENS") => "length",
+                Some("SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII") => {
+                    "content_filter"
+                }
+                Some(_) => "other",
+            }
+        };
+        let u = self.usage.unwrap_or(Value::Null);
+        let n = |k: &str| u.get(k).and_then(Value::as_i64).filter(|n| *n >= 0);
+        // Google bills thinking tokens as output.
+        let output = match (n("candidatesTokenCount"), n("thoughtsTokenCount")) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        Ok(Execution {
+            output: json!({
+                "text": self.text,
+                "finish_reason": finish_reason,
+                "model": self.model.unwrap_or_else(|| model.to_owned()),
+            }),
+            usage: Usage {
+                units: 1,
+                input_tokens: n("promptTokenCount"),
+                output_tokens: output,
+            },
+        })
     }
 }

@@ -844,3 +844,359 @@ async fn a_slow_stream_outlives_the_attempt_timeout_while_it_makes_progress() {
     assert_eq!(e.code, "upstream_timeout");
     assert_eq!(ctx.attempts().last().unwrap().outcome, "timeout");
 }
+
+// ---- Anthropic Messages, in Anthropic's wire format ----
+
+fn anthropic_sse(words: &[&str]) -> Vec<String> {
+    let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut out = vec![
+        ev(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY",
+                "type": "message", "role": "assistant", "content": [], "model": "claude-haiku-4-5-20251001",
+                "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+        ),
+        ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ev("ping", json!({"type": "ping"})),
+    ];
+    for w in words {
+        out.push(ev(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}),
+        ));
+    }
+    out.push(ev(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    out.push(ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+               "usage": {"output_tokens": 15}}),
+    ));
+    out.push(ev("message_stop", json!({"type": "message_stop"})));
+    out
+}
+
+fn anthropic_error(status: u16, kind: &str, message: &str) -> Reply {
+    Reply::Json(
+        status,
+        json!({"type": "error", "error": {"type": kind, "message": message}}),
+        if status == 429 {
+            vec![("retry-after", "0")]
+        } else {
+            vec![]
+        },
+    )
+}
+
+fn system_chat() -> Value {
+    json!({"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi!"},
+        {"role": "system", "content": "Use French."},
+        {"role": "user", "content": "How are you?"}
+    ], "temperature": 0.2, "stop": ["END"], "options": {"metadata": {"user_id": "u-1"}, "model": "x"}})
+}
+
+#[tokio::test]
+async fn anthropic_messages_are_sent_and_read_in_anthropics_format() {
+    let (fake, base) = Fake::start(vec![
+        anthropic_error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+        Reply::Json(
+            200,
+            json!({"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+                   "content": [{"type": "text", "text": "Très bien, "}, {"type": "text", "text": "merci."}],
+                   "model": "claude-haiku-4-5-20251001", "stop_reason": "max_tokens", "stop_sequence": null,
+                   "usage": {"input_tokens": 40, "output_tokens": 6}}),
+            vec![],
+        ),
+    ])
+    .await;
+    let base = base.trim_end_matches("/v1").to_owned();
+    let mut p = provider(Protocol::Anthropic, &base);
+    p.stream = Some(false);
+    let u = upstream(
+        &[("claude", p)],
+        vec![route(
+            "chat",
+            Kind::Chat,
+            &[&[("claude", "claude-haiku-4-5")]],
+        )],
+    );
+    let (r, ctx) = run(&u, "chat", system_chat()).await;
+    let x = r.unwrap();
+    assert_eq!(
+        x.output,
+        json!({"text": "Très bien, merci.", "finish_reason": "length", "model": "claude-haiku-4-5-20251001"})
+    );
+    assert_eq!(
+        (x.usage.input_tokens, x.usage.output_tokens),
+        (Some(40), Some(6))
+    );
+    let statuses: Vec<_> = ctx.attempts().iter().map(|a| a.http_status).collect();
+    assert_eq!(statuses, vec![Some(429), Some(200)]);
+    let seen = fake.seen.lock()[1].clone();
+    assert_eq!(seen.0, "/v1/messages");
+    assert_eq!(seen.1["x-api-key"], "test-key");
+    assert_eq!(seen.1["anthropic-version"], "2023-06-01");
+    assert!(seen.1.get("authorization").is_none());
+    assert_eq!(
+        fake.body(1),
+        json!({"model": "claude-haiku-4-5", "max_tokens": 4096,
+               "system": "Be brief.\n\nUse French.",
+               "messages": [{"role": "user", "content": "Hello"},
+                            {"role": "assistant", "content": "Hi!"},
+                            {"role": "user", "content": "How are you?"}],
+               "temperature": 0.2, "stop_sequences": ["END"],
+               "metadata": {"user_id": "u-1"}})
+    );
+}
+
+#[tokio::test]
+async fn anthropic_streams_deltas_and_reports_errors() {
+    let (fake, base) = Fake::start(vec![
+        Reply::Sse(anthropic_sse(&["Hello", " from", " Claude"]), false),
+        anthropic_error(
+            400,
+            "invalid_request_error",
+            "max_tokens: 999999 > 64000, which is the maximum",
+        ),
+    ])
+    .await;
+    let base = base.trim_end_matches("/v1").to_owned();
+    let u = upstream(
+        &[("claude", provider(Protocol::Anthropic, &base))],
+        vec![route(
+            "chat",
+            Kind::Chat,
+            &[&[("claude", "claude-haiku-4-5")]],
+        )],
+    );
+    let deltas = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = deltas.clone();
+    let mut ctx = ExecContext::with_timeout(Duration::from_secs(10))
+        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
+    let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
+    assert_eq!(*deltas.lock(), vec!["Hello", " from", " Claude"]);
+    assert_eq!(x.output["text"], "Hello from Claude");
+    assert_eq!(x.output["finish_reason"], "stop");
+    assert_eq!(
+        (x.usage.input_tokens, x.usage.output_tokens),
+        (Some(25), Some(15))
+    );
+    assert_eq!(fake.body(0)["stream"], true);
+    assert_eq!(fake.body(0)["max_tokens"], 5);
+
+    let (r, ctx) = run(&u, "chat", chat_input()).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.upstream_status, Some(400));
+    assert!(e.message.contains("which is the maximum"), "{}", e.message);
+    assert_eq!(ctx.attempts().len(), 1);
+}
+
+#[tokio::test]
+async fn anthropic_overload_mid_stream_fails_the_attempt() {
+    let mut events = anthropic_sse(&["Hel"]);
+    events.truncate(4);
+    events.push(format!(
+        "event: error\ndata: {}\n\n",
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    ));
+    let (_fake, base) = Fake::start(vec![Reply::Sse(events, false)]).await;
+    let base = base.trim_end_matches("/v1").to_owned();
+    let u = upstream(
+        &[("claude", provider(Protocol::Anthropic, &base))],
+        vec![route("chat", Kind::Chat, &[&[("claude", "m")]])],
+    );
+    let mut ctx =
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
+    let e = u
+        .execute("chat", &chat_input(), &mut ctx)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "upstream_error");
+    assert!(e.message.contains("Overloaded"), "{}", e.message);
+}
+
+// ---- Gemini, in Google's wire format ----
+
+fn gemini_chunk(text: &str, finish: Option<&str>, usage: Option<(i64, i64, i64)>) -> String {
+    let mut c = json!({"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}],
+                       "modelVersion": "gemini-2.5-flash"});
+    if let Some(f) = finish {
+        c["candidates"][0]["finishReason"] = json!(f);
+    }
+    if let Some((p, o, t)) = usage {
+        c["usageMetadata"] = json!({"promptTokenCount": p, "candidatesTokenCount": o,
+                                    "thoughtsTokenCount": t, "totalTokenCount": p + o + t});
+    }
+    format!("data: {c}\r\n\r\n")
+}
+
+#[tokio::test]
+async fn gemini_generates_content_streamed_and_not() {
+    let (fake, base) = Fake::start(vec![
+        Reply::Sse(
+            vec![
+                gemini_chunk("Bonjour", None, None),
+                gemini_chunk(" le monde", Some("STOP"), Some((8, 4, 10))),
+            ],
+            false,
+        ),
+        Reply::Json(
+            429,
+            json!({"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}),
+            vec![("retry-after", "0")],
+        ),
+        Reply::Json(
+            200,
+            json!({"candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}],
+                   "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4},
+                   "modelVersion": "gemini-2.5-flash"}),
+            vec![],
+        ),
+    ])
+    .await;
+    let base = base.trim_end_matches("/v1").to_owned();
+    let u = upstream(
+        &[("g", provider(Protocol::Gemini, &base))],
+        vec![route("chat", Kind::Chat, &[&[("g", "gemini-2.5-flash")]])],
+    );
+    let deltas = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = deltas.clone();
+    let mut ctx = ExecContext::with_timeout(Duration::from_secs(10))
+        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
+    let x = u.execute("chat", &system_chat(), &mut ctx).await.unwrap();
+    assert_eq!(*deltas.lock(), vec!["Bonjour", " le monde"]);
+    assert_eq!(
+        x.output,
+        json!({"text": "Bonjour le monde", "finish_reason": "stop", "model": "gemini-2.5-flash"})
+    );
+    // Thinking tokens are billed as output.
+    assert_eq!(
+        (x.usage.input_tokens, x.usage.output_tokens),
+        (Some(8), Some(14))
+    );
+    let seen = fake.seen.lock()[0].clone();
+    assert_eq!(
+        seen.0,
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(seen.1["x-goog-api-key"], "test-key");
+    assert_eq!(
+        fake.body(0),
+        json!({"contents": [
+                  {"role": "user", "parts": [{"text": "Hello"}]},
+                  {"role": "model", "parts": [{"text": "Hi!"}]},
+                  {"role": "user", "parts": [{"text": "How are you?"}]}],
+               "systemInstruction": {"parts": [{"text": "Be brief.\n\nUse French."}]},
+               "generationConfig": {"temperature": 0.2, "stopSequences": ["END"]},
+               "metadata": {"user_id": "u-1"}, "model": "x"})
+    );
+
+    // Not streamed, after a 429.
+    let mut p = provider(Protocol::Gemini, &base);
+    p.stream = Some(false);
+    let u = upstream(
+        &[("g", p)],
+        vec![route("chat", Kind::Chat, &[&[("g", "gemini-2.5-flash")]])],
+    );
+    let (r, ctx) = run(&u, "chat", chat_input()).await;
+    let x = r.unwrap();
+    assert_eq!(x.output["finish_reason"], "length");
+    assert_eq!(
+        (x.usage.input_tokens, x.usage.output_tokens),
+        (Some(3), Some(1))
+    );
+    assert_eq!(ctx.attempts()[0].http_status, Some(429));
+    assert_eq!(
+        fake.seen.lock()[2].0,
+        "/v1beta/models/gemini-2.5-flash:generateContent"
+    );
+    assert_eq!(
+        fake.body(2)["generationConfig"],
+        json!({"maxOutputTokens": 5})
+    );
+}
+
+#[tokio::test]
+async fn gemini_embeds_one_text_or_many() {
+    let (fake, base) = Fake::start(vec![
+        Reply::Json(
+            200,
+            json!({"embedding": {"values": [0.1, 0.2, 0.3]}}),
+            vec![],
+        ),
+        Reply::Json(
+            200,
+            json!({"embeddings": [{"values": [0.1, 0.2]}, {"values": [0.3, 0.4]}]}),
+            vec![],
+        ),
+    ])
+    .await;
+    let base = base.trim_end_matches("/v1").to_owned();
+    let u = upstream(
+        &[("g", provider(Protocol::Gemini, &base))],
+        vec![route(
+            "emb",
+            Kind::Embedding,
+            &[&[("g", "gemini-embedding-001")]],
+        )],
+    );
+    let x = run(&u, "emb", json!({"input": "hello", "dimensions": 3}))
+        .await
+        .0
+        .unwrap();
+    assert_eq!(
+        x.output,
+        json!({"embeddings": [[0.1, 0.2, 0.3]], "dimensions": 3, "model": "gemini-embedding-001"})
+    );
+    assert_eq!(
+        fake.seen.lock()[0].0,
+        "/v1beta/models/gemini-embedding-001:embedContent"
+    );
+    assert_eq!(
+        fake.body(0),
+        json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": "hello"}]},
+               "outputDimensionality": 3})
+    );
+    let x = run(&u, "emb", json!({"input": ["a", "b"]}))
+        .await
+        .0
+        .unwrap();
+    assert_eq!(x.output["embeddings"], json!([[0.1, 0.2], [0.3, 0.4]]));
+    assert_eq!(x.usage.input_tokens, None);
+    assert_eq!(
+        fake.seen.lock()[1].0,
+        "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+    );
+    assert_eq!(
+        fake.body(1)["requests"][1]["content"]["parts"][0]["text"],
+        "b"
+    );
+}
+
+#[tokio::test]
+async fn gemini_blocked_prompts_are_content_filtered() {
+    let (_fake, base) = Fake::start(vec![Reply::Json(
+        200,
+        json!({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 5, "totalTokenCount": 5}}),
+        vec![],
+    )])
+    .await;
+    let base = base.trim_end_matches("/v1").to_owned();
+    let mut p = provider(Protocol::Gemini, &base);
+    p.stream = Some(false);
+    let u = upstream(
+        &[("g", p)],
+        vec![route("chat", Kind::Chat, &[&[("g", "gemini-2.5-flash")]])],
+    );
+    let x = run(&u, "chat", chat_input()).await.0.unwrap();
+    assert_eq!(x.output["text"], "");
+    assert_eq!(x.output["finish_reason"], "content_filter");
+}
