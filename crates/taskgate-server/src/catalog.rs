@@ -274,9 +274,9 @@ fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet
     let mut providers: BTreeMap<String, ProviderConfig> = config.providers.clone();
     let mut from_env = Vec::new();
     for (name, cfg) in defaults::env_providers(|k| env(k)) {
-        if !providers.contains_key(&name) {
-            from_env.push((name.clone(), cfg.protocol));
-            providers.insert(name, cfg);
+        if let std::collections::btree_map::Entry::Vacant(slot) = providers.entry(name.clone()) {
+            from_env.push((name, cfg.protocol));
+            slot.insert(cfg);
         }
     }
     for (name, cfg) in &providers {
