@@ -3,9 +3,8 @@
 use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{Value, json};
-use taskgate_core::task::error_code;
 
-use super::http::{Class, Conn, UpstreamError, merge_options, read_sse};
+use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse};
 use super::{Adapter, Call};
 use crate::kinds::Kind;
 use crate::{Execution, Usage};
@@ -37,17 +36,17 @@ impl Adapter for Anthropic {
     }
 
     async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
-        let body = request_body(call.input, call.model, self.conn.stream, call.options());
-        let rb = self
-            .conn
+        let conn = &self.conn;
+        let body = request_body(call.input, call.model, conn.stream, call.options());
+        let rb = conn
             .request(Method::POST, "/v1/messages")
             .header("anthropic-version", API_VERSION)
             .json(&body);
-        if !self.conn.stream {
-            let v = self.conn.send_json(rb).await?;
+        if !conn.stream {
+            let v = conn.send_json(rb).await?;
             return message_result(&v, call.model);
         }
-        let resp = self.conn.send(rb).await?;
+        let resp = conn.send(rb).await?;
         let mut text = String::new();
         let mut stop: Option<String> = None;
         let mut model: Option<String> = None;
@@ -57,7 +56,6 @@ impl Adapter for Anthropic {
         };
         let mut complete = false;
         let ctx = &mut *call.ctx;
-        let conn = &self.conn;
         read_sse(conn, resp, |event| {
             let data: Value = serde_json::from_str(&event.data).map_err(|_| {
                 UpstreamError::invalid("The provider streamed an event that is not JSON.")
@@ -74,7 +72,11 @@ impl Adapter for Anthropic {
                     usage.output_tokens = count(&m["usage"], "output_tokens");
                 }
                 "content_block_delta" => {
-                    if let Some(t) = data.pointer("/delta/text").and_then(Value::as_str) {
+                    // Only text is the reply: thinking, signatures and tool
+                    // input JSON are not.
+                    if data.pointer("/delta/type").and_then(Value::as_str) == Some("text_delta")
+                        && let Some(t) = data.pointer("/delta/text").and_then(Value::as_str)
+                    {
                         text.push_str(t);
                         ctx.delta(t);
                     }
@@ -83,6 +85,7 @@ impl Adapter for Anthropic {
                     if let Some(s) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
                         stop = Some(s.to_owned());
                     }
+                    // These counts are cumulative: the last one is the total.
                     if let Some(n) = count(&data["usage"], "output_tokens") {
                         usage.output_tokens = Some(n);
                     }
@@ -95,18 +98,11 @@ impl Adapter for Anthropic {
                     return Ok(false);
                 }
                 "error" => {
-                    let message = super::http::error_message(&data)
-                        .unwrap_or_else(|| "unknown error".to_owned());
-                    let mut e = UpstreamError::invalid(format!(
-                        "The provider {} failed while streaming: {}",
-                        conn.name,
-                        conn.scrub(&message)
-                    ));
-                    e.code = error_code::UPSTREAM_ERROR;
-                    e.class = Class::Retry;
-                    return Err(e);
+                    let message =
+                        error_message(&data).unwrap_or_else(|| "unknown error".to_owned());
+                    return Err(conn.stream_error(&message));
                 }
-                _ => {} // ping, content_block_start, content_block_stop
+                _ => {} // ping, content_block_start, content_block_stop, other deltas
             }
             Ok(true)
         })
@@ -142,9 +138,14 @@ fn request_body(input: &Value, model: &str, stream: bool, options: Option<&Value
         .filter(|m| m["role"] != "system")
         .map(|m| json!({ "role": m["role"], "content": m["content"] }))
         .collect();
+    let max_tokens = input
+        .get("max_tokens")
+        .filter(|v| !v.is_null())
+        .cloned()
+        .unwrap_or(json!(DEFAULT_MAX_TOKENS));
     let mut body = json!({
         "model": model,
-        "max_tokens": input.get("max_tokens").cloned().unwrap_or(json!(DEFAULT_MAX_TOKENS)),
+        "max_tokens": max_tokens,
         "messages": turns,
     });
     if !system.is_empty() {
@@ -155,7 +156,7 @@ fn request_body(input: &Value, model: &str, stream: bool, options: Option<&Value
         ("top_p", "top_p"),
         ("stop", "stop_sequences"),
     ] {
-        if let Some(v) = input.get(from) {
+        if let Some(v) = input.get(from).filter(|v| !v.is_null()) {
             body[to] = v.clone();
         }
     }
@@ -197,10 +198,14 @@ fn count(usage: &Value, key: &str) -> Option<i64> {
 
 fn finish_reason(stop: Option<&str>) -> &'static str {
     match stop {
-        Some("end_turn") | Some("stop_sequence") | None => "stop",
-        Some("max_tokens") => "length",
+        Some("end_turn" | "stop_sequence") | None => "stop",
+        // The second: the model's context window, not `max_tokens`, ran out.
+        Some("max_tokens" | "model_context_window_exceeded") => "length",
         Some("tool_use") => "tool_calls",
         Some("refusal") => "content_filter",
         Some(_) => "other",
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,8 +5,9 @@
 use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
+use taskgate_core::task::error_code;
 
-use super::http::{Conn, UpstreamError, merge_options, read_sse};
+use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse};
 use super::{Adapter, Call};
 use crate::kinds::Kind;
 use crate::{Execution, Usage};
@@ -23,102 +24,93 @@ impl Gemini {
     }
 
     async fn chat(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let conn = &self.conn;
         let body = chat_body(call.input, call.options());
         let model = call.model;
-        if !self.conn.stream {
+        if !conn.stream {
             let path = format!("/v1beta/models/{}:generateContent", segment(model));
-            let v = self
-                .conn
-                .send_json(self.conn.request(Method::POST, &path).json(&body))
+            let v = conn
+                .send_json(conn.request(Method::POST, &path).json(&body))
                 .await?;
             let mut answer = Answer::default();
             answer.absorb(&v, &mut |_| {});
-            return answer.finish(model, &v);
+            return answer.finish(model);
         }
         let path = format!("/v1beta/models/{}:streamGenerateContent", segment(model));
-        let rb = self
-            .conn
+        let rb = conn
             .request(Method::POST, &path)
             .query(&[("alt", "sse")])
             .json(&body);
-        let resp = self.conn.send(rb).await?;
+        let resp = conn.send(rb).await?;
         let mut answer = Answer::default();
-        let mut last = Value::Null;
         let ctx = &mut *call.ctx;
-        read_sse(&self.conn, resp, |event| {
+        read_sse(conn, resp, |event| {
             let chunk: Value = serde_json::from_str(&event.data).map_err(|_| {
                 UpstreamError::invalid("The provider streamed a chunk that is not JSON.")
             })?;
             if chunk.get("error").is_some() {
-                let message = super::http::error_message(&chunk).unwrap_or_default();
-                let mut e = UpstreamError::invalid(format!(
-                    "The provider {} failed while streaming: {}",
-                    self.conn.name,
-                    self.conn.scrub(&message)
-                ));
-                e.code = taskgate_core::task::error_code::UPSTREAM_ERROR;
-                e.class = super::http::Class::Retry;
-                return Err(e);
+                let message = error_message(&chunk).unwrap_or_else(|| "unknown error".to_owned());
+                return Err(conn.stream_error(&message));
             }
             answer.absorb(&chunk, &mut |t| ctx.delta(t));
-            last = chunk;
             Ok(true)
         })
         .await?;
+        // The last chunk carries the finish reason: without it the reply was
+        // cut off.
         if answer.finish.is_none() && !answer.blocked {
             return Err(UpstreamError::invalid(
                 "The provider's stream ended before the reply was complete.",
             ));
         }
-        answer.finish(model, &last)
+        answer.finish(model)
     }
 
     async fn embedding(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
+        let conn = &self.conn;
         let model = call.model;
-        let name = format!("models/{model}");
+        let name = format!("models/{}", model.trim_start_matches("models/"));
+        // The client's options (`taskType`, `title`…) are fields of each
+        // text's request, in a batch as well.
         let request = |text: &Value| {
             let mut r = json!({ "model": name, "content": { "parts": [{ "text": text }] } });
-            if let Some(d) = call.input.get("dimensions") {
+            if let Some(d) = call.input.get("dimensions").filter(|d| !d.is_null()) {
                 r["outputDimensionality"] = d.clone();
             }
+            merge_options(&mut r, call.options());
             r
         };
-        let (path, mut body, single) = match &call.input["input"] {
+        let (path, body, expected) = match &call.input["input"] {
             Value::Array(texts) => (
                 format!("/v1beta/models/{}:batchEmbedContents", segment(model)),
                 json!({ "requests": texts.iter().map(request).collect::<Vec<_>>() }),
-                false,
+                texts.len(),
             ),
             text => (
                 format!("/v1beta/models/{}:embedContent", segment(model)),
                 request(text),
-                true,
+                1,
             ),
         };
-        merge_options(&mut body, call.options());
-        let v = self
-            .conn
-            .send_json(self.conn.request(Method::POST, &path).json(&body))
+        let v = conn
+            .send_json(conn.request(Method::POST, &path).json(&body))
             .await?;
-        let vectors: Vec<Value> = if single {
-            v.pointer("/embedding/values")
+        let vectors: Vec<Value> = match v.get("embeddings").and_then(Value::as_array) {
+            Some(list) => list
+                .iter()
+                .map(|e| e.get("values").cloned().unwrap_or(Value::Null))
+                .collect(),
+            None => v
+                .pointer("/embedding/values")
                 .cloned()
                 .into_iter()
-                .collect()
-        } else {
-            v.get("embeddings")
-                .and_then(Value::as_array)
-                .map(|list| {
-                    list.iter()
-                        .map(|e| e.get("values").cloned().unwrap_or(Value::Null))
-                        .collect()
-                })
-                .unwrap_or_default()
+                .collect(),
         };
-        if vectors.is_empty() || vectors.iter().any(|e| !e.is_array()) {
-            return Err(UpstreamError::invalid(
-                "The embedding answer has no vectors.",
-            ));
+        if vectors.len() != expected || vectors.iter().any(|e| !e.is_array()) {
+            return Err(UpstreamError::invalid(format!(
+                "The embedding answer has {} vectors for {expected} texts.",
+                vectors.iter().filter(|e| e.is_array()).count()
+            )));
         }
         let dimensions = vectors[0].as_array().map_or(0, Vec::len);
         Ok(Execution {
@@ -147,7 +139,7 @@ impl Adapter for Gemini {
             Kind::Chat => self.chat(call).await,
             Kind::Embedding => self.embedding(call).await,
             other => Err(UpstreamError::fatal(
-                taskgate_core::task::error_code::INTERNAL_ERROR,
+                error_code::INTERNAL_ERROR,
                 format!("Gemini does not serve {}", other.as_str()),
             )),
         }
@@ -207,7 +199,10 @@ fn chat_body(input: &Value, options: Option<&Value>) -> Value {
 #[derive(Default)]
 struct Answer {
     text: String,
+    /// Whether any chunk had a candidate.
+    candidates: bool,
     finish: Option<String>,
+    /// The prompt itself was blocked: there is no candidate.
     blocked: bool,
     usage: Option<Value>,
     model: Option<String>,
@@ -215,10 +210,12 @@ struct Answer {
 
 impl Answer {
     fn absorb(&mut self, chunk: &Value, on_text: &mut dyn FnMut(&str)) {
-        if let Some(parts) = chunk
-            .pointer("/candidates/0/content/parts")
-            .and_then(Value::as_array)
-        {
+        if let Some(candidate) = chunk.pointer("/candidates/0") {
+            self.candidates = true;
+            let parts = candidate
+                .pointer("/content/parts")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
             for p in parts {
                 // Thought summaries are not the reply.
                 if p.get("thought").and_then(Value::as_bool) == Some(true) {
@@ -229,16 +226,14 @@ impl Answer {
                     on_text(t);
                 }
             }
-        }
-        if let Some(f) = chunk
-            .pointer("/candidates/0/finishReason")
-            .and_then(Value::as_str)
-        {
-            self.finish = Some(f.to_owned());
+            if let Some(f) = candidate.get("finishReason").and_then(Value::as_str) {
+                self.finish = Some(f.to_owned());
+            }
         }
         if chunk.pointer("/promptFeedback/blockReason").is_some() {
             self.blocked = true;
         }
+        // Each chunk's counts are the totals so far: the last one wins.
         if let Some(u) = chunk.get("usageMetadata").filter(|u| u.is_object()) {
             self.usage = Some(u.clone());
         }
@@ -247,21 +242,14 @@ impl Answer {
         }
     }
 
-    fn finish(self, model: &str, last: &Value) -> Result<Execution, UpstreamError> {
-        if self.finish.is_none() && !self.blocked && last.get("candidates").is_none() {
+    fn finish(self, model: &str) -> Result<Execution, UpstreamError> {
+        if !self.candidates && !self.blocked {
             return Err(UpstreamError::invalid("The answer has no `candidates`."));
         }
-        let finish_reason = if self.blocked {
+        let finish_reason = if self.blocked && !self.candidates {
             "content_filter"
         } else {
-            match self.finish.as_deref() {
-                Some("STOP") | None => "stop",
-                Some("MAX_TOKENS") => "length",
-                Some("SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII") => {
-                    "content_filter"
-                }
-                Some(_) => "other",
-            }
+            finish_reason(self.finish.as_deref())
         };
         let u = self.usage.unwrap_or(Value::Null);
         let n = |k: &str| u.get(k).and_then(Value::as_i64).filter(|n| *n >= 0);
@@ -284,3 +272,17 @@ impl Answer {
         })
     }
 }
+
+fn finish_reason(finish: Option<&str>) -> &'static str {
+    match finish {
+        Some("STOP") | None => "stop",
+        Some("MAX_TOKENS") => "length",
+        Some(
+            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY",
+        ) => "content_filter",
+        Some(_) => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests;

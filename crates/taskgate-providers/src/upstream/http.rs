@@ -203,6 +203,24 @@ impl Conn {
         }
     }
 
+    /// An error sent inside a stream that had started with 200 (an overload,
+    /// say): a passing failure. The route loop will not retry it once text
+    /// has reached a listener.
+    pub fn stream_error(&self, message: &str) -> UpstreamError {
+        UpstreamError {
+            class: Class::Retry,
+            code: error_code::UPSTREAM_ERROR,
+            message: format!(
+                "The provider {} failed while streaming: {}",
+                self.name,
+                self.scrub(message)
+            ),
+            status: None,
+            retry_after: None,
+            breaker: true,
+        }
+    }
+
     /// `message` without the credential and cut to a readable length.
     pub fn scrub(&self, message: &str) -> String {
         let mut m = message.to_owned();

@@ -69,7 +69,7 @@ impl OpenAi {
                 .get("error")
                 .and_then(|_| super::http::error_message(&chunk))
             {
-                return Err(stream_error(&self.conn, &message));
+                return Err(self.conn.stream_error(&message));
             }
             if let Some(m) = chunk.get("model").and_then(Value::as_str) {
                 model.get_or_insert_with(|| m.to_owned());
@@ -361,18 +361,6 @@ fn chat_result(v: &Value, model: &str) -> Result<Execution, UpstreamError> {
         }),
         usage: v.get("usage").map(token_usage).unwrap_or_default(),
     })
-}
-
-/// An error sent inside a stream that had started with 200.
-fn stream_error(conn: &Conn, message: &str) -> UpstreamError {
-    let mut e = UpstreamError::invalid(format!(
-        "The provider {} failed while streaming: {}",
-        conn.name,
-        conn.scrub(message)
-    ));
-    e.code = error_code::UPSTREAM_ERROR;
-    e.class = super::http::Class::Retry;
-    e
 }
 
 fn finish_reason(f: Option<&str>) -> &'static str {

@@ -1,6 +1,10 @@
 //! Helpers for tests against local fake upstreams (never beyond loopback).
 
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use serde_json::Value;
 
@@ -107,4 +111,93 @@ pub(crate) async fn run(
     let mut ctx = ExecContext::with_timeout(Duration::from_secs(10));
     let r = u.execute(api, &input, &mut ctx).await;
     (r, ctx)
+}
+
+/// A scripted fake upstream: answers requests in order from its script and
+/// remembers what it received.
+pub(crate) enum Reply {
+    Json(u16, Value),
+    /// JSON with extra headers (`retry-after`, say).
+    JsonWith(u16, Value, &'static [(&'static str, &'static str)]),
+    /// SSE chunks, a few milliseconds apart.
+    Sse(Vec<String>),
+}
+
+/// What the fake received: URI, headers, JSON body.
+pub(crate) type Seen = (String, axum::http::HeaderMap, Value);
+
+#[derive(Clone, Default)]
+pub(crate) struct Fake {
+    pub script: Arc<Mutex<VecDeque<Reply>>>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn fake_handle(
+    axum::extract::State(f): axum::extract::State<Fake>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    f.seen.lock().push((uri.to_string(), headers, body));
+    let reply = f.script.lock().pop_front();
+    match reply {
+        None => (StatusCode::NOT_FOUND, "no script").into_response(),
+        Some(Reply::Json(status, body)) => {
+            (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+        }
+        Some(Reply::JsonWith(status, body, headers)) => {
+            let mut r = (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
+            for (k, v) in headers {
+                r.headers_mut().insert(*k, v.parse().unwrap());
+            }
+            r
+        }
+        Some(Reply::Sse(chunks)) => {
+            let stream = futures_util::stream::iter(chunks).then(|c| async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok::<_, std::io::Error>(axum::body::Bytes::from(c))
+            });
+            axum::response::Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(axum::body::Body::from_stream(stream))
+                .unwrap()
+        }
+    }
+}
+
+impl Fake {
+    /// Serves the fake with `replies`; returns it and its base URL.
+    pub(crate) async fn serve(replies: Vec<Reply>) -> (Self, String) {
+        let fake = Fake::default();
+        fake.script.lock().extend(replies);
+        let base = serve(
+            axum::Router::new()
+                .fallback(fake_handle)
+                .with_state(fake.clone()),
+        )
+        .await;
+        (fake, base)
+    }
+
+    pub(crate) fn seen(&self, i: usize) -> Seen {
+        self.seen.lock()[i].clone()
+    }
+
+    pub(crate) fn requests(&self) -> usize {
+        self.seen.lock().len()
+    }
+}
+
+/// An execution context whose streamed pieces are collected.
+pub(crate) fn listening() -> (ExecContext, Arc<Mutex<Vec<String>>>) {
+    let deltas = Arc::new(Mutex::new(Vec::new()));
+    let sink = deltas.clone();
+    let ctx = ExecContext::with_timeout(Duration::from_secs(10))
+        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
+    (ctx, deltas)
 }
