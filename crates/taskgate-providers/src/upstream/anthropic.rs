@@ -160,9 +160,8 @@ fn request_body(input: &Value, model: &str, stream: bool, options: Option<&Value
             body[to] = v.clone();
         }
     }
-    if stream {
-        body["stream"] = json!(true);
-    }
+    // Set either way, so that `options` cannot change how the answer comes.
+    body["stream"] = json!(stream);
     merge_options(&mut body, options);
     body
 }

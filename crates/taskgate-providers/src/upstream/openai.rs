@@ -33,9 +33,10 @@ impl OpenAi {
             &mut body,
             &["max_tokens", "temperature", "top_p", "stop"],
         );
+        // Set either way, so that `options` cannot change how the answer comes.
         let stream = self.conn.stream;
+        body["stream"] = json!(stream);
         if stream {
-            body["stream"] = json!(true);
             body["stream_options"] = json!({ "include_usage": true });
         }
         merge_options(&mut body, call.options());

@@ -196,7 +196,7 @@ fn sse_chunks(words: &[&str]) -> Vec<String> {
 
 fn chat_input() -> Value {
     json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5,
-           "options": {"seed": 7, "model": "not-this-one"}})
+           "options": {"seed": 7, "model": "not-this-one", "stream": true}})
 }
 
 fn no_stream(base: &str) -> ProviderConfig {
@@ -228,7 +228,8 @@ async fn chat_request_and_answer_are_normalized() {
     assert_eq!(
         fake.body(0),
         json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}],
-               "max_tokens": 5, "seed": 7})
+               "max_tokens": 5, "seed": 7, "stream": false}),
+        "options cannot turn streaming on"
     );
     assert_eq!(ctx.attempts().len(), 1);
     assert_eq!(ctx.attempts()[0].outcome, "succeeded");

@@ -102,7 +102,7 @@ async fn the_request_is_in_anthropics_shape() {
         {"role": "system", "content": "Use French."},
         {"role": "user", "content": "How are you?"}
     ], "temperature": 0.2, "top_p": 0.9, "stop": ["END"],
-       "options": {"metadata": {"user_id": "u-1"}, "top_k": 5, "model": "other", "max_tokens": 1}});
+       "options": {"metadata": {"user_id": "u-1"}, "top_k": 5, "model": "other", "max_tokens": 1, "stream": true}});
     run(&u, "chat", input).await.0.unwrap();
     let (uri, headers, body) = fake.seen(0);
     assert_eq!(uri, "/v1/messages");
@@ -118,7 +118,7 @@ async fn the_request_is_in_anthropics_shape() {
                             {"role": "assistant", "content": "Hi!"},
                             {"role": "user", "content": "How are you?"}],
                "temperature": 0.2, "top_p": 0.9, "stop_sequences": ["END"],
-               "metadata": {"user_id": "u-1"}, "top_k": 5})
+               "metadata": {"user_id": "u-1"}, "top_k": 5, "stream": false})
     );
 }
 
