@@ -623,3 +623,105 @@ async fn user_urls_to_private_addresses_are_refused(backend: Backend) {
     app.stop().await;
 }
 both!(user_urls_to_private_addresses_are_refused);
+
+async fn one_chat_interface_over_three_provider_families(backend: Backend) {
+    let (openai, openai_base) = Fake::start().await;
+    openai.always(chat_completion("From OpenAI."));
+    let (anthropic, anthropic_base) = Fake::start().await;
+    anthropic.always(Reply::Json(
+        200,
+        json!({"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+               "content": [{"type": "text", "text": "From Claude."}],
+               "model": "claude-haiku-4-5-20251001", "stop_reason": "end_turn", "stop_sequence": null,
+               "usage": {"input_tokens": 12, "output_tokens": 4}}),
+    ));
+    let (gemini, gemini_base) = Fake::start().await;
+    gemini.always(Reply::Json(
+        200,
+        json!({"candidates": [{"content": {"parts": [{"text": "From Gemini."}], "role": "model"},
+                               "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 6, "candidatesTokenCount": 3, "totalTokenCount": 9},
+               "modelVersion": "gemini-2.5-flash"}),
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            for (name, protocol, base) in [
+                ("oa", Protocol::Openai, openai_base.clone()),
+                (
+                    "claude",
+                    Protocol::Anthropic,
+                    anthropic_base.trim_end_matches("/v1").to_owned(),
+                ),
+                (
+                    "google",
+                    Protocol::Gemini,
+                    gemini_base.trim_end_matches("/v1").to_owned(),
+                ),
+            ] {
+                let mut p = provider(&base, false);
+                p.protocol = protocol;
+                c.providers.insert(name.to_owned(), p);
+                c.catalog.apis.insert(
+                    format!("chat-{name}"),
+                    ApiOverride {
+                        kind: Some("chat".to_owned()),
+                        provider: Some(name.to_owned()),
+                        model: Some("some-model".to_owned()),
+                        input_price_per_1k_tokens_usd: Some("0.01".to_owned()),
+                        output_price_per_1k_tokens_usd: Some("0.03".to_owned()),
+                        ..ApiOverride::default()
+                    },
+                );
+            }
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let input = json!({"messages": [{"role": "system", "content": "Be brief."},
+                                    {"role": "user", "content": "Who are you?"}]});
+    let mut schemas = Vec::new();
+    for (slug, text, cost) in [
+        // 19 × 0.01/1000 + 10 × 0.03/1000 = 0.00049
+        ("chat-oa", "From OpenAI.", "0.000490"),
+        // 12 × 0.01/1000 + 4 × 0.03/1000 = 0.00024
+        ("chat-claude", "From Claude.", "0.000240"),
+        // 6 × 0.01/1000 + 3 × 0.03/1000 = 0.00015
+        ("chat-google", "From Gemini.", "0.000150"),
+    ] {
+        let r = c
+            .call(json!({"api": slug, "input": input}))
+            .await
+            .expect(200);
+        let t = r.data();
+        assert_eq!(t["status"], "succeeded", "{}", r.text);
+        assert_eq!(t["output"]["text"], text);
+        assert_eq!(t["output"]["finish_reason"], "stop");
+        let keys: Vec<&String> = t["output"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["finish_reason", "model", "text"], "{slug}");
+        assert_eq!(t["usage"]["cost_usd"], cost, "{slug}");
+        let api = c.get(&format!("apis/{slug}")).await.expect(200);
+        schemas.push((
+            api.data()["input_schema"].clone(),
+            api.data()["output_schema"].clone(),
+        ));
+    }
+    assert!(
+        schemas.windows(2).all(|w| w[0] == w[1]),
+        "one schema per kind"
+    );
+    // Each family got its own wire format.
+    assert_eq!(openai.seen.lock()[0].0, "/v1/chat/completions");
+    let (path, headers, body) = anthropic.seen.lock()[0].clone();
+    assert_eq!(path, "/v1/messages");
+    assert_eq!(headers["x-api-key"], SECRET);
+    assert_eq!(body["system"], "Be brief.");
+    let (path, headers, body) = gemini.seen.lock()[0].clone();
+    assert_eq!(path, "/v1beta/models/some-model:generateContent");
+    assert_eq!(headers["x-goog-api-key"], SECRET);
+    assert_eq!(body["systemInstruction"]["parts"][0]["text"], "Be brief.");
+    app.stop().await;
+}
+both!(one_chat_interface_over_three_provider_families);
