@@ -725,3 +725,97 @@ async fn one_chat_interface_over_three_provider_families(backend: Backend) {
     app.stop().await;
 }
 both!(one_chat_interface_over_three_provider_families);
+
+async fn cancelling_a_job_task_cancels_the_upstream_job(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    fake.then(Reply::Json(
+        201,
+        json!({"id": "ufawqhfynnddngldkgtslldrkq", "status": "starting",
+               "urls": {"get": "https://api.replicate.com/v1/predictions/ufawqhfynnddngldkgtslldrkq"}}),
+    ));
+    fake.always(Reply::Json(
+        200,
+        json!({"id": "ufawqhfynnddngldkgtslldrkq", "status": "processing"}),
+    ));
+    let http: taskgate_providers::upstream::HttpApiConfig = serde_json::from_value(json!({
+        "path": "/models/black-forest-labs/flux-schnell/predictions",
+        "body": {"input": {"prompt": "{{input.prompt}}"}},
+        "output": {"images": [{"url": "{{response.output.0}}"}], "model": "{{model}}"},
+        "job": {
+            "id": "{{response.id}}",
+            "status_path": "/predictions/{{job.id}}",
+            "status": "{{response.status}}",
+            "done": ["succeeded"],
+            "failed": ["failed", "canceled"],
+            "cancel_path": "/predictions/{{job.id}}/cancel",
+            "poll_interval_ms": 50
+        }
+    }))
+    .unwrap();
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            let mut p = provider(&base, false);
+            p.protocol = Protocol::Http;
+            c.providers.insert("replicate".to_owned(), p);
+            c.catalog.apis.insert(
+                "flux".to_owned(),
+                ApiOverride {
+                    kind: Some("image_generation".to_owned()),
+                    provider: Some("replicate".to_owned()),
+                    model: Some("flux-schnell".to_owned()),
+                    price_per_call_usd: Some("0.003".to_owned()),
+                    http: Some(http),
+                    ..ApiOverride::default()
+                },
+            );
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let r = c
+        .call(json!({"api": "flux", "input": {"prompt": "a lighthouse"}, "mode": "async"}))
+        .await
+        .expect(202);
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    let polled = |n: usize| {
+        let seen = fake.seen.lock();
+        seen.iter()
+            .filter(|(p, _, _)| p == "/v1/predictions/ufawqhfynnddngldkgtslldrkq")
+            .count()
+            >= n
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !polled(2) {
+        assert!(Instant::now() < deadline, "the job was never polled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (path, headers, body) = fake.seen.lock()[0].clone();
+    assert_eq!(
+        path,
+        "/v1/models/black-forest-labs/flux-schnell/predictions"
+    );
+    assert_eq!(
+        headers["authorization"],
+        format!("Bearer {SECRET}").as_str()
+    );
+    assert_eq!(body, json!({"input": {"prompt": "a lighthouse"}}));
+    c.post(&format!("tasks/{id}/cancel"), json!({}))
+        .await
+        .expect(200);
+    let cancel = "/v1/predictions/ufawqhfynnddngldkgtslldrkq/cancel";
+    while !fake.seen.lock().iter().any(|(p, _, _)| p == cancel) {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream job was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t = c.get(&format!("call/{id}")).await.expect(200);
+    assert_eq!(t.data()["status"], "cancelled");
+    assert_eq!(t.data()["usage"]["cost_usd"], "0.000000");
+    app.stop().await;
+}
+both!(cancelling_a_job_task_cancels_the_upstream_job);
