@@ -845,3 +845,28 @@ async fn a_slow_stream_outlives_the_attempt_timeout_while_it_makes_progress() {
     assert_eq!(e.code, "upstream_timeout");
     assert_eq!(ctx.attempts().last().unwrap().outcome, "timeout");
 }
+
+#[tokio::test]
+async fn azure_style_providers_sign_with_a_header_and_a_query() {
+    let (fake, base) = Fake::start(vec![ok_chat("from Azure")]).await;
+    let mut p = no_stream(&format!("{base}/openai/deployments/gpt-4o-mini"));
+    p.auth_header = Some("api-key".to_owned());
+    p.query
+        .insert("api-version".to_owned(), "2024-10-21".to_owned());
+    p.headers
+        .insert("x-ms-client".to_owned(), "taskgate".to_owned());
+    let u = upstream(
+        &[("azure", p)],
+        vec![route("chat", Kind::Chat, &[&[("azure", "gpt-4o-mini")]])],
+    );
+    let x = run(&u, "chat", chat_input()).await.0.unwrap();
+    assert_eq!(x.output["text"], "from Azure");
+    let (uri, headers, _, _) = fake.seen.lock()[0].clone();
+    assert_eq!(
+        uri,
+        "/v1/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21"
+    );
+    assert_eq!(headers["api-key"], "test-key");
+    assert_eq!(headers["x-ms-client"], "taskgate");
+    assert!(headers.get("authorization").is_none());
+}
