@@ -144,7 +144,10 @@ pub fn default_apis(protocol: Protocol) -> Vec<DefaultApi> {
                 name: "Google Gemini Embedding",
                 kind: Kind::Embedding,
                 model: "gemini-embedding-001",
-                pricing: per_1k(150_000, 0),
+                // Gemini reports no token counts for embeddings, so a price per
+                // token would always come to zero: priced per call, free until
+                // the operator sets `price_per_call_usd`.
+                pricing: Pricing::PerCall { price_nanos: 0 },
             },
         ],
         Protocol::Http => Vec::new(),
