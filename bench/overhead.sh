@@ -92,7 +92,7 @@ gateway_body='{"api":"chat","input":{"messages":[{"role":"user","content":"Say h
 {
     echo "# Taskgate gateway overhead, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr)"
-    echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'); load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# command: bench/overhead.sh (wrk -t2 -d$duration --latency; wrk, gateway and fake share the $(nproc) cores)"
     echo "# gateway: sync POST /api/v1/call $gateway_body"
     echo "#   SQLite store, enterprise plan, workers = 512, provider max_retries = 0"
