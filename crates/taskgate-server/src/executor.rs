@@ -327,12 +327,18 @@ impl Executor {
             ))),
         };
         self.running.lock().remove(&task.id);
+        if result.is_none() {
+            ctx.abandon("cancelled");
+        }
+        let attempts = ctx.into_attempts();
+        for a in &attempts {
+            crate::metrics::record_attempt(a);
+        }
         let Some(result) = result else {
             // Cancelled: the cancel already wrote the task's state; the
             // attempts made until then are added to it.
             self.streams.close(&task.id);
-            ctx.abandon("cancelled");
-            let attempts = attempts_json(&ctx.into_attempts());
+            let attempts = attempts_json(&attempts);
             if let Err(e) = self
                 .store
                 .record_cancelled_attempts(&task.id, &attempts)
@@ -342,7 +348,6 @@ impl Executor {
             }
             return;
         };
-        let attempts = ctx.into_attempts();
         self.finish(task, result, attempts).await;
     }
 
@@ -488,12 +493,11 @@ fn check_output(entry: &ApiEntry, x: Execution) -> Result<Execution, ExecError> 
     }
 }
 
-/// The attempts as stored on the task; each is counted in the metrics.
+/// The attempts as stored on the task.
 fn attempts_json(attempts: &[Attempt]) -> String {
     let list: Vec<Value> = attempts
         .iter()
         .map(|a| {
-            crate::metrics::record_attempt(a);
             let started = (a.started_at.unix_timestamp_nanos() / 1_000_000) as i64;
             let mut v = json!({
                 "provider": a.provider,

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse};
+use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse, split_system};
 use super::{Adapter, Call};
 use crate::kinds::Kind;
 use crate::{Execution, Usage};
@@ -126,16 +126,9 @@ impl Adapter for Anthropic {
 /// The Messages request: system messages go to `system`, the rest stay in
 /// order.
 fn request_body(input: &Value, model: &str, stream: bool, options: Option<&Value>) -> Value {
-    let empty = Vec::new();
-    let messages = input["messages"].as_array().unwrap_or(&empty);
-    let system: Vec<&str> = messages
-        .iter()
-        .filter(|m| m["role"] == "system")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    let turns: Vec<Value> = messages
-        .iter()
-        .filter(|m| m["role"] != "system")
+    let (system, turns) = split_system(input);
+    let turns: Vec<Value> = turns
+        .into_iter()
         .map(|m| json!({ "role": m["role"], "content": m["content"] }))
         .collect();
     let max_tokens = input
@@ -148,8 +141,8 @@ fn request_body(input: &Value, model: &str, stream: bool, options: Option<&Value
         "max_tokens": max_tokens,
         "messages": turns,
     });
-    if !system.is_empty() {
-        body["system"] = json!(system.join("\n\n"));
+    if let Some(system) = system {
+        body["system"] = json!(system);
     }
     for (from, to) in [
         ("temperature", "temperature"),

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 use taskgate_core::task::error_code;
 
-use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse};
+use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse, split_system};
 use super::{Adapter, Call};
 use crate::kinds::Kind;
 use crate::{Execution, Usage};
@@ -154,16 +154,9 @@ fn segment(model: &str) -> String {
 /// The `generateContent` request: system messages become
 /// `systemInstruction`, assistant turns are the `model` role.
 fn chat_body(input: &Value, options: Option<&Value>) -> Value {
-    let empty = Vec::new();
-    let messages = input["messages"].as_array().unwrap_or(&empty);
-    let system: Vec<&str> = messages
-        .iter()
-        .filter(|m| m["role"] == "system")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    let contents: Vec<Value> = messages
-        .iter()
-        .filter(|m| m["role"] != "system")
+    let (system, turns) = split_system(input);
+    let contents: Vec<Value> = turns
+        .into_iter()
         .map(|m| {
             let role = if m["role"] == "assistant" {
                 "model"
@@ -174,8 +167,8 @@ fn chat_body(input: &Value, options: Option<&Value>) -> Value {
         })
         .collect();
     let mut body = json!({ "contents": contents });
-    if !system.is_empty() {
-        body["systemInstruction"] = json!({ "parts": [{ "text": system.join("\n\n") }] });
+    if let Some(system) = system {
+        body["systemInstruction"] = json!({ "parts": [{ "text": system }] });
     }
     let mut config = Map::new();
     for (from, to) in [
