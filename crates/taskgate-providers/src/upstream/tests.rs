@@ -2,138 +2,19 @@
 //! answer in OpenAI's real wire format: retries, `Retry-After`, fallbacks,
 //! weighted deployments, circuit breakers, timeouts, cancel, normalization.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use axum::body::Bytes;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::config::Protocol;
-use super::testutil::{provider, route, run, serve, upstream};
+use super::testutil::{Fake, Reply, provider, route, run, serve, upstream};
 use super::*;
 use crate::ApiStatus;
-
-/// A request the fake received: URI, headers, body, arrival.
-type Seen = (String, HeaderMap, Bytes, Instant);
-
-/// One scripted answer of the fake.
-#[derive(Clone)]
-enum Reply {
-    Json(u16, Value, Vec<(&'static str, &'static str)>),
-    /// SSE chunks; with `hang`, the stream then stays open for ever.
-    Sse(Vec<String>, bool),
-    /// SSE chunks `gap` apart.
-    Paced(Vec<String>, Duration),
-    /// Never answers.
-    Hang,
-}
-
-#[derive(Clone, Default)]
-struct Fake {
-    script: Arc<Mutex<VecDeque<Reply>>>,
-    /// What to answer when the script is empty.
-    fallback: Arc<Mutex<Option<Reply>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    /// Set when a streamed answer's body is dropped (its connection closed).
-    closed: Arc<AtomicBool>,
-}
-
-/// Sets `closed` when the stream it lives in is dropped.
-struct CloseFlag(Arc<AtomicBool>);
-
-impl Drop for CloseFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-async fn handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    f.seen
-        .lock()
-        .push((uri.to_string(), headers, body, Instant::now()));
-    let reply = f
-        .script
-        .lock()
-        .pop_front()
-        .or_else(|| f.fallback.lock().clone());
-    match reply {
-        None => (StatusCode::NOT_FOUND, "no script").into_response(),
-        Some(Reply::Json(status, body, headers)) => {
-            let mut r = (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
-            for (k, v) in headers {
-                r.headers_mut().insert(k, v.parse().unwrap());
-            }
-            r
-        }
-        Some(Reply::Paced(chunks, gap)) => {
-            let stream = futures_util::stream::iter(chunks).then(move |c| async move {
-                tokio::time::sleep(gap).await;
-                Ok::<_, std::io::Error>(Bytes::from(c))
-            });
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap()
-        }
-        Some(Reply::Sse(chunks, hang)) => {
-            let flag = CloseFlag(f.closed.clone());
-            let stream = futures_util::stream::unfold(
-                (chunks.into_iter(), flag, hang),
-                |(mut it, flag, hang)| async move {
-                    match it.next() {
-                        Some(c) => {
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                            Some((Ok::<_, std::io::Error>(Bytes::from(c)), (it, flag, hang)))
-                        }
-                        None if hang => {
-                            std::future::pending::<()>().await;
-                            None
-                        }
-                        None => None,
-                    }
-                },
-            );
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap()
-        }
-        Some(Reply::Hang) => {
-            std::future::pending::<()>().await;
-            unreachable!()
-        }
-    }
-}
-
-impl Fake {
-    async fn start(replies: Vec<Reply>) -> (Self, String) {
-        let fake = Fake::default();
-        fake.script.lock().extend(replies);
-        let app = Router::new().fallback(handle).with_state(fake.clone());
-        let base = serve(app).await;
-        (fake, format!("{base}/v1"))
-    }
-
-    fn always(&self, reply: Reply) {
-        *self.fallback.lock() = Some(reply);
-    }
-
-    fn requests(&self) -> usize {
-        self.seen.lock().len()
-    }
-
-    fn body(&self, i: usize) -> Value {
-        serde_json::from_slice(&self.seen.lock()[i].2).unwrap()
-    }
-}
 
 fn ok_chat(text: &str) -> Reply {
     Reply::Json(
@@ -152,7 +33,6 @@ fn ok_chat(text: &str) -> Reply {
             "usage": {"prompt_tokens": 19, "completion_tokens": 10, "total_tokens": 29},
             "system_fingerprint": "fp_06737a9306"
         }),
-        vec![],
     )
 }
 
@@ -160,7 +40,7 @@ fn error(status: u16, message: &str, retry_after: Option<&'static str>) -> Reply
     let headers = retry_after
         .map(|v| vec![("retry-after", v)])
         .unwrap_or_default();
-    Reply::Json(
+    Reply::JsonWith(
         status,
         json!({"error": {"message": message, "type": "requests", "param": null, "code": "rate_limit_exceeded"}}),
         headers,
@@ -222,7 +102,7 @@ async fn chat_request_and_answer_are_normalized() {
         (x.usage.input_tokens, x.usage.output_tokens),
         (Some(19), Some(10))
     );
-    let seen = fake.seen.lock()[0].clone();
+    let seen = fake.raw(0);
     assert_eq!(seen.0, "/v1/chat/completions");
     assert_eq!(seen.1["authorization"], "Bearer test-key");
     assert_eq!(
@@ -238,11 +118,7 @@ async fn chat_request_and_answer_are_normalized() {
 
 #[tokio::test]
 async fn streamed_chat_sends_deltas_and_keeps_the_whole_text() {
-    let (fake, base) = Fake::start(vec![Reply::Sse(
-        sse_chunks(&["Hel", "lo", " wörld"]),
-        false,
-    )])
-    .await;
+    let (fake, base) = Fake::start(vec![Reply::Sse(sse_chunks(&["Hel", "lo", " wörld"]))]).await;
     let u = upstream(
         &[("oa", provider(Protocol::Openai, &base))],
         vec![route("chat", Kind::Chat, &[&[("oa", "gpt-4o-mini")]])],
@@ -286,8 +162,7 @@ async fn a_429_is_retried_after_its_retry_after() {
         outcomes,
         vec![("failed", Some(429)), ("succeeded", Some(200))]
     );
-    let seen = fake.seen.lock();
-    let waited = seen[1].3 - seen[0].3;
+    let waited = fake.raw(1).3 - fake.raw(0).3;
     assert!(
         waited >= Duration::from_millis(950),
         "waited only {waited:?}"
@@ -465,7 +340,7 @@ async fn a_hanging_upstream_times_out_per_attempt() {
 #[tokio::test]
 async fn dropping_the_execution_closes_the_upstream_connection() {
     let (fake, base) =
-        Fake::start(vec![Reply::Sse(sse_chunks(&["one"])[..2].to_vec(), true)]).await;
+        Fake::start(vec![Reply::SseThenHang(sse_chunks(&["one"])[..2].to_vec())]).await;
     let u = Arc::new(upstream(
         &[("oa", provider(Protocol::Openai, &base))],
         vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
@@ -504,7 +379,7 @@ async fn a_stream_that_breaks_after_output_is_not_retried() {
         "data: {}\n\n",
         json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}})
     ));
-    let (fake, base) = Fake::start(vec![Reply::Sse(chunks, false), ok_chat("second")]).await;
+    let (fake, base) = Fake::start(vec![Reply::Sse(chunks), ok_chat("second")]).await;
     let u = upstream(
         &[("oa", provider(Protocol::Openai, &base))],
         vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
@@ -549,7 +424,6 @@ async fn embeddings_keep_input_order_and_count_tokens() {
             {"object": "embedding", "index": 1, "embedding": [0.3, 0.4]},
             {"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}
         ], "model": "text-embedding-3-small", "usage": {"prompt_tokens": 8, "total_tokens": 8}}),
-        vec![],
     )])
     .await;
     let u = upstream(
@@ -570,7 +444,7 @@ async fn embeddings_keep_input_order_and_count_tokens() {
         (x.usage.input_tokens, x.usage.output_tokens),
         (Some(8), None)
     );
-    assert_eq!(fake.seen.lock()[0].0, "/v1/embeddings");
+    assert_eq!(fake.raw(0).0, "/v1/embeddings");
     assert_eq!(fake.body(0)["dimensions"], 2);
     assert_eq!(fake.body(0)["encoding_format"], "float");
 }
@@ -582,9 +456,7 @@ async fn moderation_becomes_a_classification() {
         json!({"id": "modr-970d409ef3bef3b70c73d8232df86e7d", "model": "omni-moderation-latest",
                "results": [{"flagged": true,
                             "categories": {"harassment": false, "violence": true, "self-harm": false},
-                            "category_scores": {"harassment": 0.42, "violence": 0.91, "self-harm": 0.001}}]}),
-        vec![],
-    )])
+                            "category_scores": {"harassment": 0.42, "violence": 0.91, "self-harm": 0.001}}]}))])
     .await;
     let u = upstream(
         &[("oa", provider(Protocol::Openai, &base))],
@@ -615,9 +487,7 @@ async fn images_count_one_unit_per_image() {
         json!({"created": 1713833628, "data": [
             {"url": "https://oaidalleapiprodscus.blob.core.windows.net/a.png", "revised_prompt": "A lighthouse"},
             {"b64_json": "iVBORw0KGgo="}
-        ]}),
-        vec![],
-    )])
+        ]}))])
     .await;
     let u = upstream(
         &[("oa", provider(Protocol::Openai, &base))],
@@ -637,7 +507,7 @@ async fn images_count_one_unit_per_image() {
     .unwrap();
     assert_eq!(x.usage.units, 2);
     assert_eq!(x.output["images"][1], json!({"b64_json": "iVBORw0KGgo="}));
-    assert_eq!(fake.seen.lock()[0].0, "/v1/images/generations");
+    assert_eq!(fake.raw(0).0, "/v1/images/generations");
     assert_eq!(fake.body(0)["size"], "1024x1024");
 }
 
@@ -650,9 +520,7 @@ async fn transcription_uploads_the_fetched_file() {
     let audio_base = serve(audio).await;
     let (fake, base) = Fake::start(vec![Reply::Json(
         200,
-        json!({"text": "Hello.", "usage": {"type": "tokens", "input_tokens": 14, "output_tokens": 3, "total_tokens": 17}}),
-        vec![],
-    )])
+        json!({"text": "Hello.", "usage": {"type": "tokens", "input_tokens": 14, "output_tokens": 3, "total_tokens": 17}}))])
     .await;
     let u = upstream(
         &[("oa", provider(Protocol::Openai, &base))],
@@ -675,7 +543,7 @@ async fn transcription_uploads_the_fetched_file() {
         json!({"text": "Hello.", "model": "gpt-4o-transcribe"})
     );
     assert_eq!(x.usage.input_tokens, Some(14));
-    let seen = fake.seen.lock()[0].clone();
+    let seen = fake.raw(0);
     assert_eq!(seen.0, "/v1/audio/transcriptions");
     let ct = seen.1["content-type"].to_str().unwrap().to_owned();
     assert!(ct.starts_with("multipart/form-data"), "{ct}");
@@ -764,12 +632,8 @@ async fn redirects_to_private_addresses_are_refused() {
 
 #[tokio::test]
 async fn a_flapping_upstream_is_ridden_out_by_retries() {
-    let (fake, base) = Fake::start(vec![]).await;
-    for _ in 0..10 {
-        fake.script
-            .lock()
-            .extend([error(502, "Bad gateway", None), ok_chat("ok")]);
-    }
+    let flaps = (0..10).flat_map(|_| [error(502, "Bad gateway", None), ok_chat("ok")]);
+    let (fake, base) = Fake::start(flaps.collect()).await;
     let mut p = no_stream(&base);
     p.breaker_failures = Some(2);
     let u = upstream(
@@ -835,7 +699,7 @@ async fn a_slow_stream_outlives_the_attempt_timeout_while_it_makes_progress() {
     assert_eq!(x.output["text"], "abcde");
 
     // A stream that stalls after its first pieces is still cut off.
-    fake.always(Reply::Sse(sse_chunks(&["a"])[..2].to_vec(), true));
+    fake.always(Reply::SseThenHang(sse_chunks(&["a"])[..2].to_vec()));
     let mut ctx =
         ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
     let e = u
@@ -861,7 +725,7 @@ async fn azure_style_providers_sign_with_a_header_and_a_query() {
     );
     let x = run(&u, "chat", chat_input()).await.0.unwrap();
     assert_eq!(x.output["text"], "from Azure");
-    let (uri, headers, _, _) = fake.seen.lock()[0].clone();
+    let (uri, headers, _, _) = fake.raw(0);
     assert_eq!(
         uri,
         "/v1/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21"

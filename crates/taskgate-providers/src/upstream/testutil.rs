@@ -2,8 +2,13 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 
 use serde_json::Value;
@@ -113,38 +118,85 @@ pub(crate) async fn run(
     (r, ctx)
 }
 
-/// A scripted fake upstream: answers requests in order from its script and
-/// remembers what it received.
+/// A scripted fake upstream: answers requests in order from its script
+/// (then with its `always` answer) and remembers what it received.
+#[derive(Clone)]
 pub(crate) enum Reply {
     Json(u16, Value),
     /// JSON with extra headers (`retry-after`, say).
-    JsonWith(u16, Value, &'static [(&'static str, &'static str)]),
+    JsonWith(u16, Value, Vec<(&'static str, &'static str)>),
     /// SSE chunks, a few milliseconds apart.
     Sse(Vec<String>),
+    /// SSE chunks, then the stream stays open for ever.
+    SseThenHang(Vec<String>),
+    /// SSE chunks `gap` apart.
+    Paced(Vec<String>, Duration),
+    /// Never answers.
+    Hang,
 }
 
-/// What the fake received: URI, headers, JSON body.
-pub(crate) type Seen = (String, axum::http::HeaderMap, Value);
+/// A request the fake received: URI, headers, body, arrival.
+pub(crate) type Received = (String, HeaderMap, Bytes, Instant);
 
 #[derive(Clone, Default)]
 pub(crate) struct Fake {
-    pub script: Arc<Mutex<VecDeque<Reply>>>,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    /// What to answer when the script is empty.
+    fallback: Arc<Mutex<Option<Reply>>>,
+    log: Arc<Mutex<Vec<Received>>>,
+    /// Set when a streamed answer's body is dropped (its connection closed).
+    pub closed: Arc<AtomicBool>,
 }
 
-async fn fake_handle(
-    axum::extract::State(f): axum::extract::State<Fake>,
-    uri: axum::http::Uri,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
-) -> axum::response::Response {
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    use futures_util::StreamExt;
+/// Sets its flag when the stream it lives in is dropped.
+struct CloseFlag(Arc<AtomicBool>);
 
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    f.seen.lock().push((uri.to_string(), headers, body));
-    let reply = f.script.lock().pop_front();
+impl Drop for CloseFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+fn event_stream(body: Body) -> Response {
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(body)
+        .unwrap()
+}
+
+/// Chunks `gap` apart; with `hang` the stream then stays open. `flag` is
+/// dropped with the stream.
+fn chunked(chunks: Vec<String>, gap: Duration, hang: bool, flag: CloseFlag) -> Response {
+    let stream = futures_util::stream::unfold(
+        (chunks.into_iter(), flag),
+        move |(mut it, flag)| async move {
+            match it.next() {
+                Some(c) => {
+                    tokio::time::sleep(gap).await;
+                    Some((Ok::<_, std::io::Error>(Bytes::from(c)), (it, flag)))
+                }
+                None if hang => {
+                    std::future::pending::<()>().await;
+                    None
+                }
+                None => None,
+            }
+        },
+    );
+    event_stream(Body::from_stream(stream))
+}
+
+async fn fake_handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    f.log
+        .lock()
+        .push((uri.to_string(), headers, body, Instant::now()));
+    let reply = f
+        .script
+        .lock()
+        .pop_front()
+        .or_else(|| f.fallback.lock().clone());
+    let flag = CloseFlag(f.closed.clone());
+    let quick = Duration::from_millis(5);
     match reply {
         None => (StatusCode::NOT_FOUND, "no script").into_response(),
         Some(Reply::Json(status, body)) => {
@@ -153,19 +205,16 @@ async fn fake_handle(
         Some(Reply::JsonWith(status, body, headers)) => {
             let mut r = (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
             for (k, v) in headers {
-                r.headers_mut().insert(*k, v.parse().unwrap());
+                r.headers_mut().insert(k, v.parse().unwrap());
             }
             r
         }
-        Some(Reply::Sse(chunks)) => {
-            let stream = futures_util::stream::iter(chunks).then(|c| async move {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                Ok::<_, std::io::Error>(axum::body::Bytes::from(c))
-            });
-            axum::response::Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(axum::body::Body::from_stream(stream))
-                .unwrap()
+        Some(Reply::Sse(chunks)) => chunked(chunks, quick, false, flag),
+        Some(Reply::SseThenHang(chunks)) => chunked(chunks, quick, true, flag),
+        Some(Reply::Paced(chunks, gap)) => chunked(chunks, gap, false, flag),
+        Some(Reply::Hang) => {
+            std::future::pending::<()>().await;
+            unreachable!()
         }
     }
 }
@@ -184,12 +233,38 @@ impl Fake {
         (fake, base)
     }
 
-    pub(crate) fn seen(&self, i: usize) -> Seen {
-        self.seen.lock()[i].clone()
+    /// Same, with OpenAI's base URL (`…/v1`).
+    pub(crate) async fn start(replies: Vec<Reply>) -> (Self, String) {
+        let (fake, base) = Self::serve(replies).await;
+        (fake, format!("{base}/v1"))
+    }
+
+    /// The answer once the script is used up.
+    pub(crate) fn always(&self, reply: Reply) {
+        *self.fallback.lock() = Some(reply);
+    }
+
+    /// The `i`-th request as it came.
+    pub(crate) fn raw(&self, i: usize) -> Received {
+        self.log.lock()[i].clone()
+    }
+
+    /// The `i`-th request: URI, headers, JSON body (null if not JSON).
+    pub(crate) fn seen(&self, i: usize) -> (String, HeaderMap, Value) {
+        let (uri, headers, body, _) = self.raw(i);
+        (
+            uri,
+            headers,
+            serde_json::from_slice(&body).unwrap_or(Value::Null),
+        )
+    }
+
+    pub(crate) fn body(&self, i: usize) -> Value {
+        self.seen(i).2
     }
 
     pub(crate) fn requests(&self) -> usize {
-        self.seen.lock().len()
+        self.log.lock().len()
     }
 }
 

@@ -73,7 +73,7 @@ fn error(status: u16, kind: &str, message: &str) -> Reply {
     Reply::JsonWith(
         status,
         json!({"type": "error", "error": {"type": kind, "message": message}}),
-        headers,
+        headers.to_vec(),
     )
 }
 
@@ -84,7 +84,7 @@ fn message(text: &str, stop_reason: &str) -> Reply {
                "content": [{"type": "text", "text": text}],
                "model": "claude-haiku-4-5-20251001", "stop_reason": stop_reason,
                "stop_sequence": null, "usage": {"input_tokens": 12, "output_tokens": 3}}),
-        &[],
+        vec![],
     )
 }
 
@@ -145,7 +145,7 @@ async fn a_message_is_normalized_with_its_usage() {
                                {"type": "text", "text": "merci."}],
                    "model": "claude-haiku-4-5-20251001", "stop_reason": "max_tokens",
                    "stop_sequence": null, "usage": {"input_tokens": 40, "output_tokens": 6}}),
-            &[],
+            vec![],
         )],
     )
     .await;
@@ -216,7 +216,7 @@ async fn a_rate_limit_is_retried() {
     let statuses: Vec<_> = ctx.attempts().iter().map(|a| a.http_status).collect();
     assert_eq!(statuses, vec![Some(429), Some(200)]);
     assert_eq!(ctx.attempts()[0].outcome, "failed");
-    assert_eq!(fake.seen.lock().len(), 2);
+    assert_eq!(fake.requests(), 2);
 }
 
 #[tokio::test]
@@ -244,7 +244,7 @@ async fn a_bad_request_fails_at_once() {
         e.message
     );
     assert_eq!(ctx.attempts().len(), 1);
-    assert_eq!(fake.seen.lock().len(), 1);
+    assert_eq!(fake.requests(), 1);
 }
 
 #[tokio::test]
@@ -267,7 +267,7 @@ async fn an_error_event_after_text_fails_the_attempt() {
     // The listener saw "Hel": a retry would repeat it.
     assert_eq!(*deltas.lock(), vec!["Hel"]);
     assert_eq!(ctx.attempts().len(), 1);
-    assert_eq!(fake.seen.lock().len(), 1);
+    assert_eq!(fake.requests(), 1);
 }
 
 #[tokio::test]
