@@ -1,30 +1,20 @@
 //! Prefixed, time-sortable identifiers: `task_01JD…`, `key_01JD…`.
+//!
+//! Each kind of id is a type of its own ([`TaskId`], [`KeyId`], …) holding a
+//! ULID: parsed once where it enters (a path, a query, a row), copied freely
+//! after, and shown with its prefix. A task id never passes where a key id is
+//! expected. Ids sort by creation time, as text and as values alike, which
+//! keyset pagination relies on.
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use ulid::{Generator, Ulid};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use ulid::{Generator, ULID_LEN, Ulid};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdKind {
-    Task,
-    Key,
-    Account,
-    Request,
-    User,
-}
-
-impl IdKind {
-    pub fn prefix(self) -> &'static str {
-        match self {
-            IdKind::Task => "task_",
-            IdKind::Key => "key_",
-            IdKind::Account => "acct_",
-            IdKind::Request => "req_",
-            IdKind::User => "user_",
-        }
-    }
-}
+use crate::Timestamp;
 
 // A monotonic generator: ids made in the same millisecond still sort in the
 // order they were made, which keyset pagination by id relies on.
@@ -39,32 +29,189 @@ fn next_ulid_at(at: SystemTime) -> Ulid {
         .unwrap_or_else(|_| Ulid::from_datetime(at))
 }
 
-/// A new id of the given kind, stamped with the current time.
-pub fn new_id(kind: IdKind) -> String {
-    new_id_at(kind, SystemTime::now())
+/// Text that is not an id of the expected kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a valid id: expected `{prefix}` followed by a 26-character ULID")]
+pub struct IdError {
+    pub prefix: &'static str,
 }
 
-/// A new id of the given kind, stamped with `at` (so that a row's id and its
-/// `created_at` agree to the millisecond).
-pub fn new_id_at(kind: IdKind, at: SystemTime) -> String {
-    let ulid = next_ulid_at(at);
-    let mut s = String::with_capacity(kind.prefix().len() + 26);
-    s.push_str(kind.prefix());
-    s.push_str(&ulid.to_string());
-    s
+/// The ULID part of `s` after `prefix`, in its canonical (upper-case) form
+/// only: an id has exactly one spelling, the one the store holds.
+fn parse_ulid(s: &str, prefix: &'static str) -> Result<Ulid, IdError> {
+    let bad = IdError { prefix };
+    let rest = s.strip_prefix(prefix).ok_or(bad.clone())?;
+    if rest.len() != ULID_LEN {
+        return Err(bad);
+    }
+    let ulid = Ulid::from_string(rest).map_err(|_| bad.clone())?;
+    let mut buf = [0u8; ULID_LEN];
+    if ulid.array_to_str(&mut buf) != rest {
+        return Err(bad);
+    }
+    Ok(ulid)
 }
 
-/// The smallest id of `kind` that could have been made at `unix_ms`: for turning
-/// a time bound into an id bound.
-pub fn id_floor(kind: IdKind, unix_ms: i64) -> String {
-    let ms = unix_ms.clamp(0, (1i64 << 48) - 1) as u64;
-    format!("{}{}", kind.prefix(), Ulid::from_parts(ms, 0))
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(Ulid);
+
+        impl $name {
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new id stamped with the current time.
+            #[allow(clippy::new_without_default)]
+            pub fn new() -> Self {
+                Self(next_ulid_at(SystemTime::now()))
+            }
+
+            /// A new id stamped with `at`, so that a row's id and its
+            /// `created_at` agree to the millisecond.
+            pub fn at(at: Timestamp) -> Self {
+                Self(next_ulid_at(at.to_system_time()))
+            }
+
+            /// The smallest id that could have been made at `at`: for turning
+            /// a time bound into an id bound.
+            pub fn floor(at: Timestamp) -> Self {
+                let ms = at.unix_ms().clamp(0, (1i64 << 48) - 1) as u64;
+                Self(Ulid::from_parts(ms, 0))
+            }
+
+            pub fn parse(s: &str) -> Result<Self, IdError> {
+                parse_ulid(s, Self::PREFIX).map(Self)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut buf = [0u8; ULID_LEN];
+                f.write_str(Self::PREFIX)?;
+                f.write_str(self.0.array_to_str(&mut buf))
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                Self::parse(s)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                Self::parse(&s).map_err(serde::de::Error::custom)
+            }
+        }
+    };
 }
 
-/// Checks that `s` looks like an id of `kind` (prefix and a valid ULID).
-pub fn is_valid(kind: IdKind, s: &str) -> bool {
-    s.strip_prefix(kind.prefix())
-        .is_some_and(|rest| rest.len() == 26 && Ulid::from_string(rest).is_ok())
+id_type!(
+    /// A task: `task_…`.
+    TaskId,
+    "task_"
+);
+id_type!(
+    /// An API key (its record, never its secret): `key_…`.
+    KeyId,
+    "key_"
+);
+id_type!(
+    /// An account: `acct_…`.
+    AccountId,
+    "acct_"
+);
+id_type!(
+    /// One HTTP request, as `meta.request_id` and the logs name it: `req_…`.
+    RequestId,
+    "req_"
+);
+id_type!(
+    /// A dashboard user: `user_…`.
+    UserId,
+    "user_"
+);
+
+/// The instance that runs a task (its lease holder): the operator's
+/// `instance_id`, or host and port. Free text, but never empty.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(try_from = "String")]
+pub struct RunnerId(String);
+
+impl Serialize for RunnerId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl RunnerId {
+    pub fn parse(s: impl Into<String>) -> Result<Self, String> {
+        let s = s.into();
+        if s.is_empty() || s.len() > 255 || s.chars().any(char::is_control) {
+            return Err(format!(
+                "invalid instance id {s:?}: 1 to 255 characters, no control characters"
+            ));
+        }
+        Ok(Self(s))
+    }
+
+    /// `host:port`, from a host name as the system gives it (control
+    /// characters dropped, at most 200 characters; `taskgate` if none is left).
+    pub fn host_port(host: &str, port: u16) -> Self {
+        let host: String = host
+            .trim()
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(200)
+            .collect();
+        let host = if host.is_empty() { "taskgate" } else { &host };
+        Self(format!("{host}:{port}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RunnerId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(s)
+    }
+}
+
+impl From<RunnerId> for String {
+    fn from(r: RunnerId) -> String {
+        r.0
+    }
+}
+
+impl FromStr for RunnerId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s)
+    }
+}
+
+impl fmt::Display for RunnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 #[cfg(test)]
@@ -73,24 +220,51 @@ mod tests {
 
     #[test]
     fn ids_are_prefixed_and_sorted() {
-        let a = new_id(IdKind::Task);
-        let b = new_id(IdKind::Task);
-        assert!(a.starts_with("task_"));
+        let a = TaskId::new();
+        let b = TaskId::new();
+        assert!(a.to_string().starts_with("task_"));
+        assert_eq!(a.to_string().len(), 5 + 26);
         assert!(a < b);
-        assert!(is_valid(IdKind::Task, &a));
-        assert!(!is_valid(IdKind::Key, &a));
-        assert!(!is_valid(IdKind::Task, "task_nope"));
+        assert!(a.to_string() < b.to_string());
+        assert_eq!(TaskId::parse(&a.to_string()), Ok(a));
+        assert!(KeyId::parse(&a.to_string()).is_err());
+        assert!(TaskId::parse("task_nope").is_err());
+        assert!(TaskId::parse("").is_err());
+    }
+
+    #[test]
+    fn only_the_canonical_spelling_parses() {
+        let a = TaskId::new().to_string();
+        assert!(TaskId::parse(&a.to_lowercase()).is_err());
+        assert!(TaskId::parse(&format!("{a} ")).is_err());
+        // 26 characters that overflow 128 bits.
+        assert!(TaskId::parse("task_ZZZZZZZZZZZZZZZZZZZZZZZZZZ").is_err());
     }
 
     #[test]
     fn floor_sorts_before_ids_of_that_millisecond() {
-        let now = SystemTime::now();
-        let ms = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64;
-        let id = new_id_at(IdKind::Task, now);
-        assert!(id_floor(IdKind::Task, ms) <= id);
-        assert!(id_floor(IdKind::Task, ms + 1) > id);
+        let now = Timestamp::now();
+        let id = TaskId::at(now);
+        assert!(TaskId::floor(now) <= id);
+        assert!(TaskId::floor(now.plus_ms(1)) > id);
+        assert!(TaskId::floor(now).to_string() <= id.to_string());
+    }
+
+    #[test]
+    fn ids_serialize_as_their_text() {
+        let id = AccountId::new();
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<AccountId>(&json).unwrap(), id);
+        assert!(serde_json::from_str::<KeyId>(&json).is_err());
+    }
+
+    #[test]
+    fn runner_ids_are_never_empty() {
+        assert!(RunnerId::parse("").is_err());
+        assert!(RunnerId::parse("a\nb").is_err());
+        assert_eq!(RunnerId::parse("host:8080").unwrap().as_str(), "host:8080");
+        assert_eq!(RunnerId::host_port(" h\n", 1).as_str(), "h:1");
+        assert_eq!(RunnerId::host_port("", 2).as_str(), "taskgate:2");
     }
 }

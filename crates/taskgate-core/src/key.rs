@@ -78,6 +78,18 @@ impl Mode {
     }
 }
 
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for KeyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -128,6 +140,26 @@ impl FromStr for Scope {
                 "unknown scope {s:?} (expected apis:read, tasks:read or tasks:write)"
             )),
         }
+    }
+}
+
+/// A key's scopes, in the order they were granted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Scopes(pub Vec<Scope>);
+
+impl Scopes {
+    /// Every scope: what live and test keys hold.
+    pub fn all() -> Self {
+        Self(Scope::ALL.to_vec())
+    }
+
+    pub fn contains(&self, scope: Scope) -> bool {
+        self.0.contains(&scope)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Scope> {
+        self.0.iter()
     }
 }
 

@@ -1,14 +1,28 @@
 //! Taskgate's domain types. Nothing here does I/O: ids, timestamps, the API key
-//! format, scopes, money, and the task state machine.
+//! format, scopes, money, accounts and plans, and the task state machine with
+//! the events and attempts a task records.
+//!
+//! How each type is stored in a database column is defined here too, once per
+//! type ([`column`]); the features `sqlx` and `rusqlite` derive the drivers'
+//! traits from it, so the store binds and reads these types directly.
 
+pub mod account;
+pub mod attempt;
+pub mod column;
 pub mod duration;
 pub mod ids;
 pub mod key;
 pub mod money;
 pub mod task;
-pub mod timefmt;
+pub mod timestamp;
 
-pub use ids::{IdKind, new_id};
-pub use key::{ApiKeySecret, KeyType, Mode, Scope};
+pub use account::{AccountStatus, ApiList, ApiSlug, PlanName};
+pub use attempt::{Attempt, AttemptOutcome, Attempts};
+pub use ids::{AccountId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId};
+pub use key::{ApiKeySecret, KeyType, Mode, Scope, Scopes};
 pub use money::Micros;
-pub use task::TaskStatus;
+pub use task::{
+    ForbiddenTransition, IdempotencyKey, SandboxControls, SandboxOutcome, TaskError, TaskEvent,
+    TaskEvents, TaskStatus, Transition,
+};
+pub use timestamp::Timestamp;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{Attempt, LocalClock};
+use crate::{Attempt, AttemptOutcome, LocalClock};
 
 /// Receives a streaming API's output as it is generated (text deltas).
 pub type DeltaSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -93,15 +93,10 @@ impl ExecContext {
     }
 
     /// Closes the open attempt with its outcome.
-    pub fn end(&mut self, outcome: &str, http_status: Option<u16>) {
+    pub fn end(&mut self, outcome: AttemptOutcome, http_status: Option<u16>) {
         if let Some((clock, provider, target)) = self.open.take() {
-            self.attempts.push(Attempt::finished(
-                &clock,
-                &provider,
-                &target,
-                outcome,
-                http_status,
-            ));
+            self.attempts
+                .push(clock.finished(&provider, target, outcome, http_status));
         }
     }
 
@@ -112,7 +107,7 @@ impl ExecContext {
 
     /// Closes an attempt left open by a dropped execution with `outcome`
     /// (`timeout` or `cancelled`).
-    pub fn abandon(&mut self, outcome: &str) {
+    pub fn abandon(&mut self, outcome: AttemptOutcome) {
         self.end(outcome, None);
     }
 
@@ -121,7 +116,7 @@ impl ExecContext {
     }
 
     pub fn into_attempts(mut self) -> Vec<Attempt> {
-        self.abandon("failed");
+        self.abandon(AttemptOutcome::Failed);
         self.attempts
     }
 }

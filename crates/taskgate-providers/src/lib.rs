@@ -18,7 +18,8 @@ pub use context::{DeltaSink, ExecContext};
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
-use time::OffsetDateTime;
+use taskgate_core::Timestamp;
+pub use taskgate_core::{Attempt, AttemptOutcome};
 
 /// How an API is priced. Prices are in nano-USD (1e-9 USD) so that sub-cent
 /// prices stay exact integers.
@@ -91,49 +92,16 @@ pub struct Execution {
     pub usage: Usage,
 }
 
-/// One attempt at doing the work (for built-ins: the local computation).
-/// The server renders it; timestamps are shown with millisecond precision.
-#[derive(Debug, Clone)]
-pub struct Attempt {
-    pub provider: String,
-    pub target: String,
-    pub started_at: OffsetDateTime,
-    pub duration_ms: u64,
-    /// `succeeded`, `failed`, `timeout`, `cancelled`.
-    pub outcome: String,
-    pub http_status: Option<u16>,
-}
-
-impl Attempt {
-    /// An attempt that started at `clock` and ended now.
-    pub fn finished(
-        clock: &LocalClock,
-        provider: &str,
-        target: &str,
-        outcome: &str,
-        http_status: Option<u16>,
-    ) -> Self {
-        Self {
-            provider: provider.to_owned(),
-            target: target.to_owned(),
-            started_at: clock.started_at,
-            duration_ms: clock.elapsed_ms(),
-            outcome: outcome.to_owned(),
-            http_status,
-        }
-    }
-}
-
-/// Times a piece of work done inside the process, for its [`Attempt`].
+/// Times a piece of work (an attempt), for its [`Attempt`].
 pub struct LocalClock {
-    started_at: OffsetDateTime,
+    started_at: Timestamp,
     clock: std::time::Instant,
 }
 
 impl LocalClock {
     pub fn start() -> Self {
         Self {
-            started_at: OffsetDateTime::now_utc(),
+            started_at: Timestamp::now(),
             clock: std::time::Instant::now(),
         }
     }
@@ -144,8 +112,25 @@ impl LocalClock {
 
     /// The attempt this work was: `succeeded` or `failed`, no HTTP status.
     pub fn attempt(self, provider: &str, target: String, succeeded: bool) -> Attempt {
-        let outcome = if succeeded { "succeeded" } else { "failed" };
-        Attempt::finished(&self, provider, &target, outcome, None)
+        self.finished(provider, target, AttemptOutcome::of(succeeded), None)
+    }
+
+    /// The attempt that started at this clock and ended now.
+    pub fn finished(
+        &self,
+        provider: &str,
+        target: String,
+        outcome: AttemptOutcome,
+        http_status: Option<u16>,
+    ) -> Attempt {
+        Attempt {
+            provider: provider.to_owned(),
+            target,
+            started_at: self.started_at,
+            duration_ms: self.elapsed_ms(),
+            outcome,
+            http_status,
+        }
     }
 }
 

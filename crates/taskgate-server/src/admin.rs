@@ -2,10 +2,12 @@
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
-use taskgate_core::ids::{is_valid, new_id};
-use taskgate_core::timefmt::now_ms;
-use taskgate_core::{ApiKeySecret, IdKind, KeyType, Micros, Scope};
-use taskgate_store::{Account, AccountUpdate, KeyRecord, Store};
+use taskgate_core::{
+    AccountId, AccountStatus, ApiKeySecret, ApiList, ApiSlug, KeyId, KeyType, Micros, PlanName,
+    Scope, Scopes, Timestamp,
+};
+use taskgate_store::prelude::*;
+use taskgate_store::{Account, AccountUpdate, KeyRecord};
 
 use crate::config::Config;
 use crate::views::{account_json, key_json};
@@ -21,29 +23,40 @@ pub async fn create_account(
     if name.is_empty() || name.chars().count() > 200 {
         bail!("--name must be 1 to 200 characters");
     }
-    check_plan(config, plan)?;
+    let plan = check_plan(config, plan)?;
     let limit = monthly_spend_limit_usd
         .map(Micros::parse_usd)
         .transpose()
         .map_err(|e| anyhow!(e))?;
     let account = Account {
-        id: new_id(IdKind::Account),
+        id: AccountId::new(),
         name: name.to_owned(),
-        plan: plan.to_owned(),
-        status: "active".to_owned(),
+        plan,
+        status: AccountStatus::Active,
         monthly_spend_limit_micros: limit.map(|m| m.0),
-        created_at: now_ms(),
+        created_at: Timestamp::now(),
     };
     store.create_account(&account).await?;
     Ok(account_json(&account))
 }
 
-fn check_plan(config: &Config, plan: &str) -> anyhow::Result<()> {
-    if !config.plans.contains_key(plan) {
-        let known: Vec<&str> = config.plans.keys().map(String::as_str).collect();
-        bail!("unknown plan {plan:?} (known: {})", known.join(", "));
+/// `plan`, if it names a plan of the configuration.
+fn check_plan(config: &Config, plan: &str) -> anyhow::Result<PlanName> {
+    match PlanName::parse(plan) {
+        Ok(name) if config.plans.contains_key(&name) => Ok(name),
+        _ => {
+            let known: Vec<&str> = config.plans.keys().map(PlanName::as_str).collect();
+            bail!("unknown plan {plan:?} (known: {})", known.join(", "));
+        }
     }
-    Ok(())
+}
+
+fn account_id(id: &str) -> anyhow::Result<AccountId> {
+    AccountId::parse(id).map_err(|_| anyhow!("no account with id {id:?}"))
+}
+
+fn key_id(id: &str) -> anyhow::Result<KeyId> {
+    KeyId::parse(id).map_err(|_| anyhow!("no key with id {id:?}"))
 }
 
 pub async fn update_account(
@@ -54,12 +67,15 @@ pub async fn update_account(
     status: Option<&str>,
     monthly_spend_limit_usd: Option<&str>,
 ) -> anyhow::Result<Value> {
-    if let Some(p) = plan {
-        check_plan(config, p)?;
-    }
-    if status.is_some_and(|s| !matches!(s, "active" | "suspended")) {
-        bail!("--status must be active or suspended");
-    }
+    let plan = plan.map(|p| check_plan(config, p)).transpose()?;
+    let status = status
+        .map(|s| {
+            s.parse::<AccountStatus>().map_err(|_| {
+                let [a, b] = AccountStatus::ALL.map(AccountStatus::as_str);
+                anyhow!("--status must be {a} or {b}")
+            })
+        })
+        .transpose()?;
     let limit = match monthly_spend_limit_usd {
         None => None,
         Some("none") => Some(None),
@@ -69,12 +85,12 @@ pub async fn update_account(
         bail!("nothing to change: give --plan, --status or --monthly-spend-limit");
     }
     let update = AccountUpdate {
-        plan: plan.map(str::to_owned),
-        status: status.map(str::to_owned),
+        plan,
+        status,
         monthly_spend_limit_micros: limit,
     };
     let account = store
-        .update_account(id, &update)
+        .update_account(account_id(id)?, &update)
         .await?
         .with_context(|| format!("no account with id {id:?}"))?;
     Ok(account_json(&account))
@@ -103,8 +119,9 @@ pub struct NewKey<'a> {
 /// Creates a key and returns its object with `secret`, the whole key, shown
 /// this once.
 pub async fn create_key(store: &dyn Store, new: NewKey<'_>) -> anyhow::Result<Value> {
+    let account_id = account_id(new.account_id)?;
     store
-        .get_account(new.account_id)
+        .get_account(account_id)
         .await?
         .with_context(|| format!("no account with id {:?}", new.account_id))?;
     let name = new.name.trim();
@@ -136,15 +153,16 @@ pub async fn create_key(store: &dyn Store, new: NewKey<'_>) -> anyhow::Result<Va
     };
     let apis = match (new.key_type, &new.apis) {
         (KeyType::Restricted, Some(a)) => {
-            let list: Vec<String> = a
+            let list = a
                 .iter()
-                .map(|s| s.trim().to_owned())
+                .map(|s| s.trim())
                 .filter(|s| !s.is_empty())
-                .collect();
+                .map(|s| ApiSlug::parse(s).map_err(|e| anyhow!("--apis: {e}")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             if list.is_empty() {
                 bail!("--apis needs at least one API slug");
             }
-            Some(list)
+            Some(ApiList(list))
         }
         (_, Some(_)) => bail!("--apis applies to restricted keys only"),
         (_, None) => None,
@@ -152,19 +170,19 @@ pub async fn create_key(store: &dyn Store, new: NewKey<'_>) -> anyhow::Result<Va
     if new.expires_in_ms.is_some_and(|ms| ms <= 0) {
         bail!("--expires-in must be positive");
     }
-    let now = now_ms();
+    let now = Timestamp::now();
     let secret = ApiKeySecret::generate(new.key_type);
     let record = KeyRecord {
-        id: new_id(IdKind::Key),
-        account_id: new.account_id.to_owned(),
+        id: KeyId::new(),
+        account_id,
         name: name.to_owned(),
-        key_type: new.key_type.as_str().to_owned(),
-        mode: new.key_type.mode().as_str().to_owned(),
-        scopes: json!(scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>()).to_string(),
-        allowed_apis: apis.map(|a| json!(a).to_string()),
+        key_type: new.key_type,
+        mode: new.key_type.mode(),
+        scopes: Scopes(scopes),
+        allowed_apis: apis,
         hint: secret.hint(),
         created_at: now,
-        expires_at: new.expires_in_ms.map(|ms| now + ms),
+        expires_at: new.expires_in_ms.map(|ms| now.plus_ms(ms)),
         last_used_at: None,
         revoked_at: None,
     };
@@ -178,49 +196,41 @@ fn with_secret(record: &KeyRecord, secret: &ApiKeySecret) -> Value {
     v
 }
 
-pub async fn list_keys(store: &dyn Store, account_id: &str) -> anyhow::Result<Value> {
+pub async fn list_keys(store: &dyn Store, account: &str) -> anyhow::Result<Value> {
+    let id = account_id(account)?;
     store
-        .get_account(account_id)
+        .get_account(id)
         .await?
-        .with_context(|| format!("no account with id {account_id:?}"))?;
+        .with_context(|| format!("no account with id {account:?}"))?;
     Ok(Value::Array(
-        store
-            .list_keys(account_id)
-            .await?
-            .iter()
-            .map(key_json)
-            .collect(),
+        store.list_keys(id).await?.iter().map(key_json).collect(),
     ))
 }
 
-pub async fn revoke_key(store: &dyn Store, key_id: &str) -> anyhow::Result<Value> {
-    if !is_valid(IdKind::Key, key_id) {
-        bail!("no key with id {key_id:?}");
-    }
+pub async fn revoke_key(store: &dyn Store, id: &str) -> anyhow::Result<Value> {
     let key = store
-        .revoke_key(key_id, now_ms())
+        .revoke_key(key_id(id)?, Timestamp::now())
         .await?
-        .with_context(|| format!("no key with id {key_id:?}"))?;
+        .with_context(|| format!("no key with id {id:?}"))?;
     Ok(key_json(&key))
 }
 
 /// A new key like the old one; the old one lives on for `grace_ms`.
-pub async fn roll_key(store: &dyn Store, key_id: &str, grace_ms: i64) -> anyhow::Result<Value> {
+pub async fn roll_key(store: &dyn Store, id: &str, grace_ms: i64) -> anyhow::Result<Value> {
     let old = store
-        .get_key(key_id)
+        .get_key(key_id(id)?)
         .await?
-        .with_context(|| format!("no key with id {key_id:?}"))?;
+        .with_context(|| format!("no key with id {id:?}"))?;
     if old.revoked_at.is_some() {
-        bail!("key {key_id} is revoked; create a new key instead");
+        bail!("key {id} is revoked; create a new key instead");
     }
-    let now = now_ms();
+    let now = Timestamp::now();
     if old.expires_at.is_some_and(|t| t <= now) {
-        bail!("key {key_id} has expired; create a new key instead");
+        bail!("key {id} has expired; create a new key instead");
     }
-    let key_type: KeyType = old.key_type.parse().map_err(|e: String| anyhow!(e))?;
-    let secret = ApiKeySecret::generate(key_type);
+    let secret = ApiKeySecret::generate(old.key_type);
     let new = KeyRecord {
-        id: new_id(IdKind::Key),
+        id: KeyId::new(),
         hint: secret.hint(),
         created_at: now,
         // The new key keeps the old one's remaining lifetime, if it had one.
@@ -230,10 +240,10 @@ pub async fn roll_key(store: &dyn Store, key_id: &str, grace_ms: i64) -> anyhow:
         ..old.clone()
     };
     store
-        .roll_key(key_id, &new, &secret.hash(), now + grace_ms.max(0))
+        .roll_key(old.id, &new, &secret.hash(), now.plus_ms(grace_ms.max(0)))
         .await?;
     let mut v = with_secret(&new, &secret);
-    v["rolled_from"] = json!(key_id);
+    v["rolled_from"] = json!(old.id);
     Ok(v)
 }
 
@@ -246,7 +256,8 @@ pub async fn bootstrap(
     if store.count_accounts().await? > 0 {
         return Ok(None);
     }
-    let account = create_account(store, config, "default", &config.default_plan, None).await?;
+    let account =
+        create_account(store, config, "default", config.default_plan.as_str(), None).await?;
     let id = account["id"].as_str().unwrap_or_default().to_owned();
     let key = |t, name| NewKey {
         account_id: &id,
@@ -262,5 +273,5 @@ pub async fn bootstrap(
 }
 
 pub fn is_account_id(s: &str) -> bool {
-    is_valid(IdKind::Account, s)
+    AccountId::parse(s).is_ok()
 }

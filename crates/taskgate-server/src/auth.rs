@@ -18,7 +18,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 use taskgate_core::key::hash_key;
-use taskgate_core::{ApiKeySecret, KeyType, Mode, Scope};
+use taskgate_core::{
+    AccountId, AccountStatus, ApiKeySecret, ApiList, KeyId, KeyType, Mode, Scope, Scopes, Timestamp,
+};
 use taskgate_store::{Account, KeyRecord};
 
 use crate::AppState;
@@ -29,12 +31,12 @@ use crate::ratelimit::{Decision, now_ms};
 /// Who is calling, already authenticated, in good standing and within limits.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub key_id: String,
+    pub key_id: KeyId,
     pub key_type: KeyType,
     pub mode: Mode,
-    pub scopes: Vec<Scope>,
-    pub allowed_apis: Option<Arc<Vec<String>>>,
-    pub account_id: String,
+    pub scopes: Scopes,
+    pub allowed_apis: Option<Arc<ApiList>>,
+    pub account_id: AccountId,
     pub monthly_spend_limit_micros: Option<i64>,
 }
 
@@ -42,7 +44,7 @@ impl Principal {
     pub fn may_call(&self, slug: &str) -> bool {
         self.allowed_apis
             .as_ref()
-            .is_none_or(|apis| apis.iter().any(|a| a == slug))
+            .is_none_or(|apis| apis.contains(slug))
     }
 }
 
@@ -78,7 +80,7 @@ impl<S: RequiredScope, St: Send + Sync> FromRequestParts<St> for Auth<S> {
                 tracing::error!("a handler requiring auth ran outside the auth layer");
                 ApiError::internal()
             })?;
-        if !principal.scopes.contains(&S::SCOPE) {
+        if !principal.scopes.contains(S::SCOPE) {
             return Err(ApiError::forbidden(
                 "insufficient_permissions",
                 format!("This API key lacks the {} scope.", S::SCOPE),
@@ -100,7 +102,7 @@ type Found = Option<Arc<(KeyRecord, Account)>>;
 pub struct KeyCache {
     entries: Mutex<HashMap<String, (Instant, Found)>>,
     /// Keys used since the last flush, with the time of last use.
-    used: Mutex<HashMap<String, i64>>,
+    used: Mutex<HashMap<KeyId, Timestamp>>,
 }
 
 impl KeyCache {
@@ -121,12 +123,12 @@ impl KeyCache {
         entries.insert(hash, (Instant::now(), v));
     }
 
-    fn mark_used(&self, key_id: &str, at: i64) {
-        self.used.lock().insert(key_id.to_owned(), at);
+    fn mark_used(&self, key_id: KeyId, at: Timestamp) {
+        self.used.lock().insert(key_id, at);
     }
 
     /// The keys used since the last call, for writing `last_used_at`.
-    pub fn take_used(&self) -> Vec<(String, i64)> {
+    pub fn take_used(&self) -> Vec<(KeyId, Timestamp)> {
         std::mem::take(&mut *self.used.lock()).into_iter().collect()
     }
 }
@@ -176,9 +178,8 @@ async fn check(
         app.auth_failures.record(ip);
     }
     let (key, account) = result?;
-    let key_type: KeyType = key.key_type.parse().map_err(|_| ApiError::internal())?;
 
-    if account.status != "active" {
+    if account.status != AccountStatus::Active {
         return Err(ApiError::forbidden(
             "account_suspended",
             "This account is suspended. Contact the operator of this service.",
@@ -196,7 +197,7 @@ async fn check(
             per_minute: Some(0),
             per_day: Some(0),
         });
-    let decision = app.limiter.check(&account.id, limits);
+    let decision = app.limiter.check(account.id, limits);
     if !decision.allowed {
         let mut err = ApiError::new(
             axum::http::StatusCode::TOO_MANY_REQUESTS,
@@ -216,38 +217,24 @@ async fn check(
                     "window": w.window.name(),
                     "limit": w.limit,
                     "retry_after": w.reset_secs,
-                    "retry_at": taskgate_core::timefmt::format_ms(now_ms() + w.reset_secs as i64 * 1000),
+                    "retry_at": Timestamp::now().plus_ms(w.reset_secs as i64 * 1000).rfc3339(),
                 }]));
         }
         rate_limit_headers(err.headers_mut(), &decision);
         return Err(err);
     }
 
-    app.keys.mark_used(&key.id, now_ms());
-    let scopes = parse_scopes(&key);
-    let allowed_apis = key
-        .allowed_apis
-        .as_deref()
-        .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
-        .map(Arc::new);
+    app.keys.mark_used(key.id, Timestamp::now());
     let principal = Principal {
-        key_id: key.id.clone(),
-        key_type,
-        mode: key_type.mode(),
-        scopes,
-        allowed_apis,
-        account_id: account.id.clone(),
+        key_id: key.id,
+        key_type: key.key_type,
+        mode: key.key_type.mode(),
+        scopes: key.scopes.clone(),
+        allowed_apis: key.allowed_apis.clone().map(Arc::new),
+        account_id: account.id,
         monthly_spend_limit_micros: account.monthly_spend_limit_micros,
     };
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
-}
-
-fn parse_scopes(key: &KeyRecord) -> Vec<Scope> {
-    serde_json::from_str::<Vec<String>>(&key.scopes)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|s| s.parse().ok())
-        .collect()
 }
 
 /// The key and its account, or the 401 to answer.
@@ -284,8 +271,8 @@ async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Acc
     };
     let found = found.ok_or_else(invalid)?;
     let (key, account) = (&found.0, &found.1);
-    let now = now_ms();
-    if key.revoked_at.is_some_and(|t| t <= now) || key.key_type != secret.key_type().as_str() {
+    let now = Timestamp::now();
+    if key.revoked_at.is_some_and(|t| t <= now) || key.key_type != secret.key_type() {
         return Err(invalid());
     }
     if key.expires_at.is_some_and(|t| t <= now) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use taskgate_core::ApiSlug;
 use taskgate_core::money::{Micros, format_decimal, nanos_to_micros, parse_decimal};
 use taskgate_providers::builtin::Builtin;
 use taskgate_providers::kinds::Kind;
@@ -27,6 +28,8 @@ pub fn process_env() -> EnvLookup {
 }
 
 pub struct ApiEntry {
+    /// `spec.slug`, checked: what tasks of this API record.
+    pub slug: ApiSlug,
     pub spec: ApiSpec,
     pub provider: Arc<dyn Provider>,
     pub input_schema: CompiledSchema,
@@ -150,7 +153,9 @@ impl Catalog {
                     .map_err(|e| format!("API {}: input schema: {e}", spec.slug))?;
                 let output_schema = CompiledSchema::compile(&spec.output_schema)
                     .map_err(|e| format!("API {}: output schema: {e}", spec.slug))?;
+                let slug = ApiSlug::parse(&spec.slug).map_err(|e| format!("API {e}"))?;
                 let entry = Arc::new(ApiEntry {
+                    slug,
                     spec,
                     provider: provider.clone(),
                     input_schema,

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use taskgate_core::{PlanName, RunnerId};
 use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, TargetConfig};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -16,7 +17,7 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Identifies this instance's running tasks in a shared store. Two live
     /// instances must not share one.
-    pub instance_id: Option<String>,
+    pub instance_id: Option<RunnerId>,
     /// How long a sync POST /call waits before answering 202.
     pub sync_wait_ms: u64,
     /// Largest request body.
@@ -26,9 +27,9 @@ pub struct Config {
     /// Failed authentications per minute from one address before it gets 429.
     pub auth_failures_per_minute: u32,
     /// Plans by name.
-    pub plans: BTreeMap<String, PlanLimits>,
+    pub plans: BTreeMap<PlanName, PlanLimits>,
     /// Plan of the `default` account created at first start.
-    pub default_plan: String,
+    pub default_plan: PlanName,
     /// Upstream AI providers by name (`[providers.openai]`).
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Overrides and additions for the catalog.
@@ -133,25 +134,30 @@ impl Default for OutboundConfig {
     }
 }
 
+/// A plan name of the defaults (valid by construction).
+fn plan(name: &str) -> PlanName {
+    PlanName::parse(name).unwrap_or_else(|e| unreachable!("{e}"))
+}
+
 impl Default for Config {
     fn default() -> Self {
         let mut plans = BTreeMap::new();
         plans.insert(
-            "free".to_owned(),
+            plan("free"),
             PlanLimits {
                 per_minute: Some(60),
                 per_day: Some(1_000),
             },
         );
         plans.insert(
-            "pro".to_owned(),
+            plan("pro"),
             PlanLimits {
                 per_minute: Some(300),
                 per_day: Some(50_000),
             },
         );
         plans.insert(
-            "enterprise".to_owned(),
+            plan("enterprise"),
             PlanLimits {
                 per_minute: None,
                 per_day: None,
@@ -167,7 +173,7 @@ impl Default for Config {
             workers: 256,
             auth_failures_per_minute: 30,
             plans,
-            default_plan: "free".to_owned(),
+            default_plan: plan("free"),
             providers: BTreeMap::new(),
             catalog: CatalogConfig::default(),
             outbound: OutboundConfig::default(),

@@ -17,13 +17,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use serde::Serialize;
-use taskgate_core::{IdKind, new_id};
+use taskgate_core::RequestId;
 
 use crate::error::{ApiError, ErrorBody};
-
-/// The request's id, for handlers and logs.
-#[derive(Debug, Clone)]
-pub struct RequestId(pub String);
 
 /// A successful payload: serialized JSON for `data`.
 pub struct Data {
@@ -65,10 +61,9 @@ impl IntoResponse for Data {
 
 pub async fn envelope(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let request_id = new_id(IdKind::Request);
-    request
-        .extensions_mut()
-        .insert(RequestId(request_id.clone()));
+    // The request's id, for handlers and logs.
+    let request_id = RequestId::new();
+    request.extensions_mut().insert(request_id);
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -97,9 +92,9 @@ pub async fn envelope(mut request: Request, next: Next) -> Response {
         } else {
             Payload::Error(framework_error(status))
         };
-        response = write(response, payload, &request_id, started);
+        response = write(response, payload, request_id, started);
     }
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
+    if let Ok(v) = HeaderValue::from_str(&request_id.to_string()) {
         response.headers_mut().insert("x-request-id", v);
     }
     crate::metrics::record_request(&method, &route, response.status(), started.elapsed());
@@ -136,7 +131,12 @@ fn framework_error(status: StatusCode) -> ApiError {
     }
 }
 
-fn write(response: Response, payload: Payload, request_id: &str, started: Instant) -> Response {
+fn write(
+    response: Response,
+    payload: Payload,
+    request_id: RequestId,
+    started: Instant,
+) -> Response {
     let (mut parts, _) = response.into_parts();
     let mut body: Vec<u8> = Vec::with_capacity(256);
     match payload {

@@ -19,17 +19,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 use taskgate_core::task::error_code;
-use taskgate_core::timefmt::format_ms;
+use taskgate_core::{
+    AttemptOutcome, Attempts, Mode, RunnerId, SandboxOutcome, TaskError, TaskId, TaskStatus,
+    Timestamp,
+};
 use taskgate_providers::{Attempt, ExecContext, ExecError, Execution, LocalClock};
-use taskgate_store::{Store, StoreResult, TaskFinish, TaskRecord};
+use taskgate_store::prelude::*;
+use taskgate_store::{StoreResult, TaskFinish, TaskRecord};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::catalog::{ApiEntry, Catalog};
-use crate::ratelimit::now_ms;
 use crate::streams::Streams;
 
 const LEASE_MS: i64 = 30_000;
@@ -37,31 +40,16 @@ const LEASE_RENEW_EVERY: Duration = Duration::from_secs(10);
 const POLL_EVERY: Duration = Duration::from_secs(1);
 const QUEUE_CAPACITY: usize = 10_000;
 
-/// The `sandbox` controls of a test-mode task.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct SandboxControls {
-    #[serde(default)]
-    pub delay_ms: u64,
-    #[serde(default = "default_outcome")]
-    pub outcome: String,
-    #[serde(default)]
-    pub error_code: Option<String>,
-}
-
-fn default_outcome() -> String {
-    "succeeded".to_owned()
-}
-
 pub struct Executor {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
-    runner: String,
+    runner: RunnerId,
     permits: Arc<Semaphore>,
-    queue: mpsc::Sender<String>,
+    queue: mpsc::Sender<TaskId>,
     /// Ids this instance is handling now, so the poller does not claim twice.
-    inflight: Mutex<HashSet<String>>,
-    running: Mutex<HashMap<String, CancellationToken>>,
-    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<TaskRecord>>>>,
+    inflight: Mutex<HashSet<TaskId>>,
+    running: Mutex<HashMap<TaskId, CancellationToken>>,
+    waiters: Mutex<HashMap<TaskId, Vec<oneshot::Sender<TaskRecord>>>>,
     /// Output of the streaming tasks running here.
     pub streams: Streams,
     shutdown: CancellationToken,
@@ -72,10 +60,12 @@ impl Executor {
     pub async fn start(
         store: Arc<dyn Store>,
         catalog: Arc<Catalog>,
-        runner: String,
+        runner: RunnerId,
         workers: usize,
     ) -> anyhow::Result<Arc<Self>> {
-        let interrupted = store.interrupt_expired(now_ms(), Some(&runner)).await?;
+        let interrupted = store
+            .interrupt_expired(Timestamp::now(), Some(&runner))
+            .await?;
         if !interrupted.is_empty() {
             tracing::warn!(
                 count = interrupted.len(),
@@ -103,36 +93,32 @@ impl Executor {
 
     /// Asks for `id` to run soon. The task is already durable: if the nudge
     /// cannot be queued the poller finds the task.
-    pub fn submit(&self, id: String) {
+    pub fn submit(&self, id: TaskId) {
         let _ = self.queue.try_send(id);
     }
 
     /// A receiver for the task's final state. Register before submitting.
-    pub fn wait(&self, id: &str) -> oneshot::Receiver<TaskRecord> {
+    pub fn wait(&self, id: TaskId) -> oneshot::Receiver<TaskRecord> {
         let (tx, rx) = oneshot::channel();
-        self.waiters
-            .lock()
-            .entry(id.to_owned())
-            .or_default()
-            .push(tx);
+        self.waiters.lock().entry(id).or_default().push(tx);
         rx
     }
 
     /// Drops the waiters of `id` that stopped waiting (dropped their
     /// receiver): a sync call that gave up, a stream whose reader left.
-    pub fn forget(&self, id: &str) {
+    pub fn forget(&self, id: TaskId) {
         let mut waiters = self.waiters.lock();
-        if let Some(list) = waiters.get_mut(id) {
+        if let Some(list) = waiters.get_mut(&id) {
             list.retain(|w| !w.is_closed());
             if list.is_empty() {
-                waiters.remove(id);
+                waiters.remove(&id);
             }
         }
     }
 
     /// Stops the running execution of `id` at once, if this instance runs it.
-    pub fn cancel_running(&self, id: &str) {
-        if let Some(token) = self.running.lock().get(id) {
+    pub fn cancel_running(&self, id: TaskId) {
+        if let Some(token) = self.running.lock().get(&id) {
             token.cancel();
         }
     }
@@ -158,11 +144,11 @@ impl Executor {
         }
     }
 
-    async fn dispatch(self: Arc<Self>, mut rx: mpsc::Receiver<String>) {
+    async fn dispatch(self: Arc<Self>, mut rx: mpsc::Receiver<TaskId>) {
         let mut poll = tokio::time::interval(POLL_EVERY);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let ids: Vec<String> = tokio::select! {
+            let ids: Vec<TaskId> = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 id = rx.recv() => match id { Some(id) => vec![id], None => return },
                 _ = poll.tick() => match self.store.queued_task_ids(256).await {
@@ -174,7 +160,7 @@ impl Executor {
                 },
             };
             for id in ids {
-                if !self.inflight.lock().insert(id.clone()) {
+                if !self.inflight.lock().insert(id) {
                     continue;
                 }
                 let permit = tokio::select! {
@@ -183,7 +169,7 @@ impl Executor {
                 };
                 let me = self.clone();
                 self.tracker.spawn(async move {
-                    me.run(&id).await;
+                    me.run(id).await;
                     me.inflight.lock().remove(&id);
                     drop(permit);
                 });
@@ -198,11 +184,11 @@ impl Executor {
                 _ = self.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let now = now_ms();
-            let executing: Vec<String> = self.running.lock().keys().cloned().collect();
+            let now = Timestamp::now();
+            let executing: Vec<TaskId> = self.running.lock().keys().copied().collect();
             if let Err(e) = self
                 .store
-                .renew_leases(&self.runner, &executing, now + LEASE_MS)
+                .renew_leases(&self.runner, &executing, now.plus_ms(LEASE_MS))
                 .await
             {
                 tracing::warn!(error = %e, "cannot renew task leases");
@@ -217,7 +203,7 @@ impl Executor {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot sweep expired leases"),
             }
-            if let Err(e) = self.store.idempotency_purge(now - 86_400_000).await {
+            if let Err(e) = self.store.idempotency_purge(now.minus_ms(86_400_000)).await {
                 tracing::warn!(error = %e, "cannot purge idempotency keys");
             }
         }
@@ -237,22 +223,17 @@ impl Executor {
             .unwrap_or(Err(taskgate_store::StoreError::WriterStopped))
     }
 
-    async fn store_and_start(self: &Arc<Self>, mut task: TaskRecord) -> StoreResult<TaskRecord> {
+    async fn store_and_start(self: &Arc<Self>, task: TaskRecord) -> StoreResult<TaskRecord> {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             self.store.insert_task(&task).await?;
-            self.submit(task.id.clone());
+            self.submit(task.id);
             return Ok(task);
         };
         let now = task.created_at;
-        task.status = "running".to_owned();
-        task.started_at = Some(now);
-        task.runner = Some(self.runner.clone());
-        task.lease_until = Some(now + LEASE_MS);
-        task.events =
-            format!(r#"[{{"status":"queued","at":{now}}},{{"status":"running","at":{now}}}]"#);
+        let task = task.claimed(&self.runner, now, now.plus_ms(LEASE_MS))?;
         let token = CancellationToken::new();
-        self.running.lock().insert(task.id.clone(), token.clone());
-        self.inflight.lock().insert(task.id.clone());
+        self.running.lock().insert(task.id, token.clone());
+        self.inflight.lock().insert(task.id);
         if let Err(e) = self.store.insert_task(&task).await {
             self.running.lock().remove(&task.id);
             self.inflight.lock().remove(&task.id);
@@ -261,7 +242,7 @@ impl Executor {
         let me = self.clone();
         let claimed = task.clone();
         self.tracker.spawn(async move {
-            let id = claimed.id.clone();
+            let id = claimed.id;
             me.execute_claimed(claimed, token).await;
             me.inflight.lock().remove(&id);
             drop(permit);
@@ -269,26 +250,26 @@ impl Executor {
         Ok(task)
     }
 
-    async fn run(&self, id: &str) {
+    async fn run(&self, id: TaskId) {
         // The token is registered before the claim: a cancel that lands right
         // after the claim commits must find it, or the execution would go on
         // (holding a worker) until its result is dropped.
         let token = CancellationToken::new();
-        self.running.lock().insert(id.to_owned(), token.clone());
-        let now = now_ms();
+        self.running.lock().insert(id, token.clone());
+        let now = Timestamp::now();
         let task = match self
             .store
-            .claim_task(id, &self.runner, now, now + LEASE_MS)
+            .claim_task(id, &self.runner, now, now.plus_ms(LEASE_MS))
             .await
         {
             Ok(Some(task)) => task,
             Ok(None) => {
-                self.running.lock().remove(id);
+                self.running.lock().remove(&id);
                 return; // claimed elsewhere, or cancelled while queued
             }
             Err(e) => {
-                self.running.lock().remove(id);
-                tracing::warn!(error = %e, task = id, "cannot claim task");
+                self.running.lock().remove(&id);
+                tracing::warn!(error = %e, task = %id, "cannot claim task");
                 return;
             }
         };
@@ -299,9 +280,9 @@ impl Executor {
     async fn execute_claimed(&self, task: TaskRecord, token: CancellationToken) {
         let deadline = Duration::from_millis(task.timeout_ms.max(1) as u64);
         let mut ctx = ExecContext::with_timeout(deadline);
-        let entry = self.catalog.get(&task.api);
+        let entry = self.catalog.get(task.api.as_str());
         if entry.is_some_and(|e| e.spec.kind == "chat") {
-            let hub = self.streams.open(&task.id);
+            let hub = self.streams.open(task.id);
             ctx = ctx.stream_to(Arc::new(move |delta: &str| hub.push(delta)));
         }
         let result = match entry {
@@ -312,7 +293,7 @@ impl Executor {
                     r = tokio::time::timeout(deadline, execute(entry, &task, &mut ctx)) => Some(match r {
                         Ok(r) => r.and_then(|x| check_output(entry, x)),
                         Err(_) => {
-                            ctx.abandon("timeout");
+                            ctx.abandon(AttemptOutcome::Timeout);
                             Err(ExecError::new(
                                 error_code::TIMEOUT,
                                 format!("The task did not finish within its timeout of {} ms.", task.timeout_ms),
@@ -328,7 +309,7 @@ impl Executor {
         };
         self.running.lock().remove(&task.id);
         if result.is_none() {
-            ctx.abandon("cancelled");
+            ctx.abandon(AttemptOutcome::Cancelled);
         }
         let attempts = ctx.into_attempts();
         for a in &attempts {
@@ -337,11 +318,11 @@ impl Executor {
         let Some(result) = result else {
             // Cancelled: the cancel already wrote the task's state; the
             // attempts made until then are added to it.
-            self.streams.close(&task.id);
-            let attempts = attempts_json(&attempts);
+            self.streams.close(task.id);
+            let attempts = Attempts(attempts);
             if let Err(e) = self
                 .store
-                .record_cancelled_attempts(&task.id, &attempts)
+                .record_cancelled_attempts(task.id, &attempts)
                 .await
             {
                 tracing::warn!(error = %e, task = %task.id, "cannot record a cancelled task's attempts");
@@ -357,68 +338,79 @@ impl Executor {
         result: Result<Execution, ExecError>,
         attempts: Vec<Attempt>,
     ) {
-        let completed_at = now_ms().max(task.started_at.unwrap_or(0));
-        let live = task.mode == "live";
-        let entry = self.catalog.get(&task.api);
+        let started_at = task.started_at.unwrap_or(Timestamp::UNIX_EPOCH);
+        let completed_at = Timestamp::now().max(started_at);
+        let live = task.mode == Mode::Live;
+        let entry = self.catalog.get(task.api.as_str());
         let (status, output, error, usage) = match result {
-            Ok(x) => ("succeeded", Some(x.output.to_string()), None, x.usage),
+            Ok(x) => (
+                TaskStatus::Succeeded,
+                Some(x.output.to_string()),
+                None,
+                x.usage,
+            ),
             Err(e) => {
-                let mut err = json!({ "code": e.code, "message": e.message });
-                if let Some(s) = e.upstream_status {
-                    err["upstream_status"] = json!(s);
-                }
-                ("failed", None, Some(err.to_string()), Default::default())
+                let error = TaskError {
+                    code: e.code,
+                    message: e.message,
+                    upstream_status: e.upstream_status,
+                };
+                (TaskStatus::Failed, None, Some(error), Default::default())
             }
         };
         // Only live, successful tasks are charged.
-        let cost = match (entry, live && status == "succeeded") {
+        let cost = match (entry, live && status == TaskStatus::Succeeded) {
             (Some(entry), true) => entry.cost(&usage).0,
             _ => 0,
         };
-        let event = match &error {
-            None => json!({ "status": status, "at": completed_at }),
-            Some(_) => {
-                json!({ "status": status, "at": completed_at, "message": "execution failed" })
-            }
-        };
         let finish = TaskFinish {
-            status: status.to_owned(),
+            status,
             output,
+            message: error.as_ref().map(|_| "execution failed".to_owned()),
             error,
             units: usage.units,
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             cost_micros: cost,
-            attempts: attempts_json(&attempts),
+            attempts: Attempts(attempts),
             completed_at,
-            event: event.to_string(),
-            charge_account: live.then(|| task.account_id.clone()),
+            charge_account: live.then_some(task.account_id),
         };
         // A result that cannot be written leaves the task running (and its
         // lease renewed), so a passing storage failure is retried a while.
-        let mut written = self.store.finish_task(&task.id, &finish).await;
+        let mut written = self.store.finish_task(task.id, &finish).await;
         let mut pause = Duration::from_millis(100);
         while written.is_err() && pause <= Duration::from_secs(2) {
             tokio::time::sleep(pause).await;
             pause *= 2;
-            written = self.store.finish_task(&task.id, &finish).await;
+            written = self.store.finish_task(task.id, &finish).await;
         }
         match written {
             Ok(true) => {
-                crate::metrics::record_task(&task.api, &task.mode, status);
-                let done = finished_record(task, finish);
-                self.notify(&done);
-                self.streams.close(&done.id);
+                crate::metrics::record_task(&task.api, task.mode, status);
+                let id = task.id;
+                match task.finished(&finish) {
+                    Ok(done) => self.notify(&done),
+                    // The record given to `finish` is the claimed one, so this
+                    // does not happen; if it did, waiters get what is stored.
+                    Err(e) => {
+                        tracing::error!(error = %e, task = %id, "a finished task was not running");
+                        if let Ok(Some(current)) = self.store.get_task_by_id(id).await {
+                            self.notify(&current);
+                        }
+                    }
+                }
+                self.streams.close(id);
             }
             Ok(false) => {
                 // Cancelled or interrupted meanwhile: show waiters what is stored.
-                if let Ok(Some(current)) = self.store.get_task_by_id(&task.id).await {
+                if let Ok(Some(current)) = self.store.get_task_by_id(task.id).await {
                     self.notify(&current);
                 }
-                self.streams.close(&task.id);
+                self.streams.close(task.id);
             }
             Err(e) => {
-                self.streams.close(&task.id);
+                self.streams.close(task.id);
                 tracing::error!(error = %e, task = %task.id, "cannot record a task's result")
             }
         }
@@ -436,25 +428,18 @@ async fn execute(
             "The stored input is unreadable.",
         )
     })?;
-    if task.mode != "test" {
+    if task.mode != Mode::Test {
         return entry.provider.execute(&entry.spec.slug, &input, ctx).await;
     }
     // Test mode never leaves the process: the API's sandbox behaviour, shaped
     // by the task's sandbox controls.
-    let controls: SandboxControls = task
-        .sandbox
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_else(|| SandboxControls {
-            outcome: default_outcome(),
-            ..Default::default()
-        });
+    let controls = task.sandbox.clone().unwrap_or_default();
     let clock = LocalClock::start();
     if controls.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(controls.delay_ms)).await;
     }
-    let result = match controls.outcome.as_str() {
-        "failed" => Err(ExecError::new(
+    let result = match controls.outcome {
+        SandboxOutcome::Failed => Err(ExecError::new(
             controls
                 .error_code
                 .as_deref()
@@ -462,8 +447,8 @@ async fn execute(
             "Simulated failure (test mode sandbox).",
         )),
         // A hang: the task's own deadline ends it with `timeout`.
-        "timeout" => std::future::pending().await,
-        _ => entry.provider.sandbox(&entry.spec, &input).await,
+        SandboxOutcome::Timeout => std::future::pending().await,
+        SandboxOutcome::Succeeded => entry.provider.sandbox(&entry.spec, &input).await,
     };
     // A simulated chat reply streams like a real one, word by word.
     if let Ok(x) = &result
@@ -491,49 +476,4 @@ fn check_output(entry: &ApiEntry, x: Execution) -> Result<Execution, ExecError> 
             ))
         }
     }
-}
-
-/// The attempts as stored on the task.
-fn attempts_json(attempts: &[Attempt]) -> String {
-    let list: Vec<Value> = attempts
-        .iter()
-        .map(|a| {
-            let started = (a.started_at.unix_timestamp_nanos() / 1_000_000) as i64;
-            let mut v = json!({
-                "provider": a.provider,
-                "target": a.target,
-                "started_at": format_ms(started),
-                "duration_ms": a.duration_ms,
-                "outcome": a.outcome,
-            });
-            if let Some(s) = a.http_status {
-                v["http_status"] = json!(s);
-            }
-            v
-        })
-        .collect();
-    Value::Array(list).to_string()
-}
-
-/// The task as stored after `finish`, built without reading it back.
-fn finished_record(mut task: TaskRecord, f: TaskFinish) -> TaskRecord {
-    task.status = f.status;
-    task.output = f.output;
-    task.error = f.error;
-    task.units = f.units;
-    task.input_tokens = f.input_tokens;
-    task.output_tokens = f.output_tokens;
-    task.cost_micros = f.cost_micros;
-    task.attempts = f.attempts;
-    task.completed_at = Some(f.completed_at);
-    task.lease_until = None;
-    if let Some(rest) = task.events.strip_suffix(']') {
-        let sep = if rest.trim_end().ends_with('[') {
-            ""
-        } else {
-            ","
-        };
-        task.events = format!("{rest}{sep}{}]", f.event);
-    }
-    task
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
+use taskgate_core::RunnerId;
 use taskgate_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -185,14 +186,13 @@ pub async fn start_with_env(
 
 /// The instance's id in a shared store: host name and port, stable across
 /// restarts, so a restarted instance recognizes the tasks it left running.
-fn default_instance_id(addr: SocketAddr) -> String {
+fn default_instance_id(addr: SocketAddr) -> RunnerId {
     let host = std::fs::read_to_string("/etc/hostname")
         .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.trim().is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "taskgate".to_owned());
-    format!("{host}:{}", addr.port())
+        .unwrap_or_default();
+    RunnerId::host_port(&host, addr.port())
 }
 
 /// `last_used_at` is written in batches, once a second, not on every request.

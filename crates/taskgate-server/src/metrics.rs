@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use taskgate_core::{ApiSlug, Mode, TaskStatus};
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -56,12 +57,12 @@ pub fn record_request(method: &Method, route: &str, status: StatusCode, elapsed:
         .record(elapsed.as_secs_f64());
 }
 
-pub fn record_task(api: &str, mode: &str, status: &str) {
+pub fn record_task(api: &ApiSlug, mode: Mode, status: TaskStatus) {
     metrics::counter!(
         "taskgate_tasks_total",
-        "api" => api.to_owned(),
-        "mode" => mode.to_owned(),
-        "status" => status.to_owned()
+        "api" => api.to_string(),
+        "mode" => mode.as_str(),
+        "status" => status.as_str()
     )
     .increment(1);
 }
@@ -75,7 +76,7 @@ pub fn record_attempt(a: &taskgate_providers::Attempt) {
     let labels = [
         ("provider", a.provider.clone()),
         ("model", a.target.clone()),
-        ("outcome", a.outcome.clone()),
+        ("outcome", a.outcome.as_str().to_owned()),
     ];
     metrics::counter!("taskgate_upstream_attempts_total", &labels).increment(1);
     metrics::histogram!("taskgate_upstream_attempt_duration_seconds", &labels)

@@ -12,6 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
 use parking_lot::Mutex;
+use taskgate_core::{AccountId, Timestamp};
 
 use crate::config::PlanLimits;
 
@@ -83,7 +84,7 @@ impl RateLimiter {
     }
 
     /// Decides on one request of `account` and counts it if accepted.
-    pub fn check(&self, account: &str, limits: PlanLimits) -> Decision {
+    pub fn check(&self, account: AccountId, limits: PlanLimits) -> Decision {
         match self {
             RateLimiter::Memory(m) => m.check(account, limits, now_ms()),
         }
@@ -98,7 +99,7 @@ struct AccountWindows {
 }
 
 pub struct MemoryLimiter {
-    shards: Vec<Mutex<HashMap<String, AccountWindows>>>,
+    shards: Vec<Mutex<HashMap<AccountId, AccountWindows>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -112,19 +113,19 @@ impl Default for MemoryLimiter {
 }
 
 impl MemoryLimiter {
-    fn shard<K: Hash + ?Sized>(&self, key: &K) -> &Mutex<HashMap<String, AccountWindows>> {
+    fn shard<K: Hash + ?Sized>(&self, key: &K) -> &Mutex<HashMap<AccountId, AccountWindows>> {
         &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
-    pub fn check(&self, account: &str, limits: PlanLimits, now: i64) -> Decision {
+    pub fn check(&self, account: AccountId, limits: PlanLimits, now: i64) -> Decision {
         if limits.per_minute.is_none() && limits.per_day.is_none() {
             return Decision {
                 allowed: true,
                 windows: Vec::new(),
             };
         }
-        let mut shard = self.shard(account).lock();
-        let w = shard.entry(account.to_owned()).or_default();
+        let mut shard = self.shard(&account).lock();
+        let w = shard.entry(account).or_default();
         while w.minute.front().is_some_and(|&t| t <= now - MINUTE_MS) {
             w.minute.pop_front();
         }
@@ -236,7 +237,10 @@ fn ceil_secs(ms: i64) -> u64 {
     (ms.max(0) as u64).div_ceil(1000).max(1)
 }
 
-pub use taskgate_core::timefmt::now_ms;
+/// The limiter's clock: Unix milliseconds.
+pub fn now_ms() -> i64 {
+    Timestamp::now().unix_ms()
+}
 
 #[cfg(test)]
 mod tests {
@@ -250,34 +254,36 @@ mod tests {
     #[test]
     fn no_rolling_minute_holds_more_than_the_limit() {
         let m = MemoryLimiter::default();
+        let (a, b) = (AccountId::new(), AccountId::new());
         let t0 = 1_000_000_000_000;
-        assert!(m.check("a", FREE, t0).allowed);
-        assert!(m.check("a", FREE, t0 + 30_000).allowed);
-        assert!(m.check("a", FREE, t0 + 59_000).allowed);
-        let refused = m.check("a", FREE, t0 + 59_500);
+        assert!(m.check(a, FREE, t0).allowed);
+        assert!(m.check(a, FREE, t0 + 30_000).allowed);
+        assert!(m.check(a, FREE, t0 + 59_000).allowed);
+        let refused = m.check(a, FREE, t0 + 59_500);
         assert!(!refused.allowed);
         assert_eq!(refused.tightest().unwrap().reset_secs, 1);
         // The first request leaves the window at t0 + 60 s.
-        assert!(m.check("a", FREE, t0 + 60_000).allowed);
-        assert!(!m.check("a", FREE, t0 + 60_001).allowed);
+        assert!(m.check(a, FREE, t0 + 60_000).allowed);
+        assert!(!m.check(a, FREE, t0 + 60_001).allowed);
         // Other accounts are independent.
-        assert!(m.check("b", FREE, t0 + 60_001).allowed);
+        assert!(m.check(b, FREE, t0 + 60_001).allowed);
     }
 
     #[test]
     fn refused_requests_do_not_count_and_the_day_resets_at_midnight() {
         let m = MemoryLimiter::default();
+        let a = AccountId::new();
         let midnight = 20_000 * DAY_MS;
         let mut t = midnight - 10 * MINUTE_MS;
         for _ in 0..5 {
-            assert!(m.check("a", FREE, t).allowed);
+            assert!(m.check(a, FREE, t).allowed);
             t += 2 * MINUTE_MS;
         }
-        let refused = m.check("a", FREE, midnight - 1_000);
+        let refused = m.check(a, FREE, midnight - 1_000);
         assert!(!refused.allowed);
         assert_eq!(refused.tightest().unwrap().window, Window::Day);
         assert_eq!(refused.tightest().unwrap().reset_secs, 1);
-        let d = m.check("a", FREE, midnight + 1);
+        let d = m.check(a, FREE, midnight + 1);
         assert!(d.allowed);
         assert_eq!(d.windows[1].remaining, 4);
     }
@@ -286,7 +292,7 @@ mod tests {
     fn unlimited_plans_have_no_windows() {
         let m = MemoryLimiter::default();
         let d = m.check(
-            "a",
+            AccountId::new(),
             PlanLimits {
                 per_minute: None,
                 per_day: None,

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use taskgate_core::TaskId;
 use tokio::sync::watch;
 
 /// The text generated so far by one task.
@@ -48,24 +49,24 @@ impl Hub {
 /// The hubs of the tasks this instance is running.
 #[derive(Default)]
 pub struct Streams {
-    hubs: Mutex<HashMap<String, Arc<Hub>>>,
+    hubs: Mutex<HashMap<TaskId, Arc<Hub>>>,
 }
 
 impl Streams {
     /// Opens the hub of a task that starts running here.
-    pub fn open(&self, id: &str) -> Arc<Hub> {
+    pub fn open(&self, id: TaskId) -> Arc<Hub> {
         let hub = Arc::new(Hub::new());
-        self.hubs.lock().insert(id.to_owned(), hub.clone());
+        self.hubs.lock().insert(id, hub.clone());
         hub
     }
 
-    pub fn get(&self, id: &str) -> Option<Arc<Hub>> {
-        self.hubs.lock().get(id).cloned()
+    pub fn get(&self, id: TaskId) -> Option<Arc<Hub>> {
+        self.hubs.lock().get(&id).cloned()
     }
 
     /// Forgets the hub of a task that has ended (readers keep their copy).
-    pub fn close(&self, id: &str) {
-        self.hubs.lock().remove(id);
+    pub fn close(&self, id: TaskId) {
+        self.hubs.lock().remove(&id);
     }
 }
 
@@ -76,7 +77,8 @@ mod tests {
     #[test]
     fn late_readers_get_everything_and_deltas_split_on_characters() {
         let streams = Streams::default();
-        let hub = streams.open("t");
+        let t = TaskId::new();
+        let hub = streams.open(t);
         hub.push("Héllo");
         let mut rx = hub.watch();
         let seen = *rx.borrow_and_update();
@@ -84,8 +86,8 @@ mod tests {
         hub.push(", wörld");
         assert!(rx.has_changed().unwrap());
         assert_eq!(hub.since(seen), ", wörld");
-        streams.close("t");
-        assert!(streams.get("t").is_none());
+        streams.close(t);
+        assert!(streams.get(t).is_none());
         assert_eq!(hub.since(0), "Héllo, wörld");
     }
 }

@@ -3,8 +3,11 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use taskgate_core::Micros;
-use taskgate_core::timefmt::format_ms;
+use taskgate_core::timestamp::rfc3339;
+use taskgate_core::{
+    ApiSlug, Attempts, IdempotencyKey, KeyId, Micros, Mode, TaskError, TaskEvent, TaskId,
+    TaskStatus, Timestamp,
+};
 use taskgate_store::{Account, KeyRecord, TaskRecord};
 
 fn raw(s: &str) -> Option<&RawValue> {
@@ -22,32 +25,35 @@ pub struct UsageView {
 /// The task object of the contract. `output` is left out of list items.
 #[derive(Serialize)]
 pub struct TaskView<'a> {
-    pub id: &'a str,
+    pub id: TaskId,
     pub object: &'static str,
-    pub api: &'a str,
-    pub mode: &'a str,
-    pub status: &'a str,
+    pub api: &'a ApiSlug,
+    pub mode: Mode,
+    pub status: TaskStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Option<&'a RawValue>>,
-    pub error: Option<&'a RawValue>,
+    pub error: Option<&'a TaskError>,
     pub usage: UsageView,
     pub metadata: Option<&'a RawValue>,
-    pub created_at: String,
-    pub started_at: Option<String>,
-    pub completed_at: Option<String>,
+    #[serde(with = "rfc3339")]
+    pub created_at: Timestamp,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub started_at: Option<Timestamp>,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub completed_at: Option<Timestamp>,
     pub duration_ms: Option<i64>,
 }
 
 impl<'a> TaskView<'a> {
     pub fn new(t: &'a TaskRecord, with_output: bool) -> Self {
         TaskView {
-            id: &t.id,
+            id: t.id,
             object: "task",
             api: &t.api,
-            mode: &t.mode,
-            status: &t.status,
+            mode: t.mode,
+            status: t.status,
             output: with_output.then(|| t.output.as_deref().and_then(raw)),
-            error: t.error.as_deref().and_then(raw),
+            error: t.error.as_ref(),
             usage: UsageView {
                 units: t.units,
                 input_tokens: t.input_tokens,
@@ -55,11 +61,11 @@ impl<'a> TaskView<'a> {
                 cost_usd: Micros(t.cost_micros).to_usd_string(),
             },
             metadata: raw(&t.metadata),
-            created_at: format_ms(t.created_at),
-            started_at: t.started_at.map(format_ms),
-            completed_at: t.completed_at.map(format_ms),
+            created_at: t.created_at,
+            started_at: t.started_at,
+            completed_at: t.completed_at,
             duration_ms: match (t.started_at, t.completed_at) {
-                (Some(s), Some(c)) => Some((c - s).max(0)),
+                (Some(s), Some(c)) => Some(c.ms_since(s).max(0)),
                 _ => None,
             },
         }
@@ -72,10 +78,10 @@ pub struct TaskDetailsView<'a> {
     #[serde(flatten)]
     pub task: TaskView<'a>,
     pub input: Option<&'a RawValue>,
-    pub key_id: &'a str,
-    pub idempotency_key: Option<&'a str>,
-    pub events: Vec<Value>,
-    pub attempts: Option<&'a RawValue>,
+    pub key_id: KeyId,
+    pub idempotency_key: Option<&'a IdempotencyKey>,
+    pub events: Vec<EventView<'a>>,
+    pub attempts: &'a Attempts,
 }
 
 impl<'a> TaskDetailsView<'a> {
@@ -83,25 +89,32 @@ impl<'a> TaskDetailsView<'a> {
         TaskDetailsView {
             task: TaskView::new(t, true),
             input: raw(&t.input),
-            key_id: &t.key_id,
-            idempotency_key: t.idempotency_key.as_deref(),
-            events: events(&t.events),
-            attempts: raw(&t.attempts),
+            key_id: t.key_id,
+            idempotency_key: t.idempotency_key.as_ref(),
+            events: t.events.iter().map(EventView::from).collect(),
+            attempts: &t.attempts,
         }
     }
 }
 
-/// Stored events carry Unix milliseconds; clients see RFC 3339.
-fn events(stored: &str) -> Vec<Value> {
-    let list: Vec<Value> = serde_json::from_str(stored).unwrap_or_default();
-    list.into_iter()
-        .map(|mut e| {
-            if let Some(ms) = e.get("at").and_then(Value::as_i64) {
-                e["at"] = json!(format_ms(ms));
-            }
-            e
-        })
-        .collect()
+/// An event as clients see it: `at` in RFC 3339 (stored in milliseconds).
+#[derive(Serialize)]
+pub struct EventView<'a> {
+    pub status: TaskStatus,
+    #[serde(with = "rfc3339")]
+    pub at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<&'a str>,
+}
+
+impl<'a> From<&'a TaskEvent> for EventView<'a> {
+    fn from(e: &'a TaskEvent) -> Self {
+        EventView {
+            status: e.status,
+            at: e.at,
+            message: e.message.as_deref(),
+        }
+    }
 }
 
 /// `25.00`: limits show cents, and more decimals only when they have them.
@@ -121,17 +134,11 @@ pub fn account_json(a: &Account) -> Value {
         "plan": a.plan,
         "status": a.status,
         "monthly_spend_limit_usd": a.monthly_spend_limit_micros.map(usd_limit),
-        "created_at": format_ms(a.created_at),
+        "created_at": a.created_at.rfc3339(),
     })
 }
 
 pub fn key_json(k: &KeyRecord) -> Value {
-    let scopes: Value = serde_json::from_str(&k.scopes).unwrap_or_else(|_| json!([]));
-    let allowed: Value = k
-        .allowed_apis
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or(Value::Null);
     json!({
         "id": k.id,
         "object": "api_key",
@@ -139,12 +146,12 @@ pub fn key_json(k: &KeyRecord) -> Value {
         "name": k.name,
         "type": k.key_type,
         "mode": k.mode,
-        "scopes": scopes,
-        "allowed_apis": allowed,
+        "scopes": k.scopes,
+        "allowed_apis": k.allowed_apis,
         "hint": k.hint,
-        "created_at": format_ms(k.created_at),
-        "expires_at": k.expires_at.map(format_ms),
-        "last_used_at": k.last_used_at.map(format_ms),
-        "revoked_at": k.revoked_at.map(format_ms),
+        "created_at": k.created_at.rfc3339(),
+        "expires_at": k.expires_at.map(Timestamp::rfc3339),
+        "last_used_at": k.last_used_at.map(Timestamp::rfc3339),
+        "revoked_at": k.revoked_at.map(Timestamp::rfc3339),
     })
 }

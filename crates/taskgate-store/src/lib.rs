@@ -1,10 +1,28 @@
-//! Storage behind one trait, with an SQLite backend (the default, embedded) and
+//! Storage behind traits, with an SQLite backend (the default, embedded) and
 //! a PostgreSQL backend. Both run the same SQL text (see `sql.rs`) except for
 //! the few statements whose dialects differ, and both pass one conformance
 //! suite (`tests/conformance.rs`).
 //!
-//! Times are Unix milliseconds, JSON documents are stored as text, and money is
-//! integer micro-USD, so one row type decodes from either database.
+//! Rows are domain types (`records.rs`): statuses, modes and key types are
+//! enums, ids are typed, times are [`Timestamp`]s, events and attempts are
+//! structs. Each type's column form is defined once in
+//! `taskgate_core::column`; a value that does not decode is
+//! [`StoreError::Corrupt`], naming the column. Times are stored as Unix
+//! milliseconds, documents as JSON text, money as integer micro-USD.
+//!
+//! A task changes state only by a [`Transition`] of the core's state machine:
+//! the conditional updates of `sql.rs` name their source states from
+//! [`Transition::from`], so the machine and the SQL cannot disagree.
+//!
+//! **One trait per aggregate.** The operations are grouped by what they act
+//! on: [`AccountStore`], [`KeyStore`], [`TaskStore`], [`IdempotencyStore`] and
+//! [`UsageStore`]; [`Store`] is all of them plus the backend's own upkeep, and
+//! each backend type implements every one. Small traits rather than sections
+//! of one: each stays short as the service grows (users and sessions come
+//! next as traits of their own), code that needs one aggregate can say so
+//! (`&dyn KeyStore`, which a `&dyn Store` coerces to), and a later backend
+//! may serve an aggregate from elsewhere. Calls through `dyn Store` need no
+//! import; code generic over a backend takes the traits from [`prelude`].
 
 mod postgres;
 mod records;
@@ -14,8 +32,17 @@ mod sqlite;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use taskgate_core::{
+    AccountId, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RunnerId, TaskId, Timestamp,
+};
 
 pub use records::*;
+pub use taskgate_core::{Attempts, TaskStatus, Transition};
+
+/// The store's traits, for `use taskgate_store::prelude::*`.
+pub mod prelude {
+    pub use crate::{AccountStore, IdempotencyStore, KeyStore, Store, TaskStore, UsageStore};
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -23,128 +50,181 @@ pub enum StoreError {
     NotFound,
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A state change the task's state machine forbids, refused before any
+    /// write.
+    #[error(transparent)]
+    Forbidden(#[from] ForbiddenTransition),
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("invalid database url: {0}")]
     InvalidUrl(String),
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
+    /// A stored value that does not decode as its column's type.
+    #[error("corrupt row: column {column}: {message}")]
+    Corrupt { column: String, message: String },
     #[error("sqlite error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    /// The writer's transaction did not commit; no write of its batch holds.
+    #[error("batch not committed: {0}")]
+    Batch(String),
     #[error("the store's writer has stopped")]
     WriterStopped,
 }
 
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::ColumnDecode { index, source } => StoreError::Corrupt {
+                column: index.trim_matches('"').to_owned(),
+                message: source.to_string(),
+            },
+            e => StoreError::Database(e),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e)
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Every durable operation the service performs.
+/// Accounts.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// `sqlite` or `postgres`.
-    fn backend(&self) -> &'static str;
-    async fn migrate(&self) -> StoreResult<()>;
-    async fn ping(&self) -> StoreResult<()>;
-
-    // Accounts.
+pub trait AccountStore: Send + Sync {
     async fn create_account(&self, account: &Account) -> StoreResult<()>;
-    async fn get_account(&self, id: &str) -> StoreResult<Option<Account>>;
+    async fn get_account(&self, id: AccountId) -> StoreResult<Option<Account>>;
     async fn list_accounts(&self) -> StoreResult<Vec<Account>>;
     async fn count_accounts(&self) -> StoreResult<i64>;
     async fn update_account(
         &self,
-        id: &str,
+        id: AccountId,
         update: &AccountUpdate,
     ) -> StoreResult<Option<Account>>;
+}
 
-    // API keys.
+/// API keys (their records; secrets are stored only as hashes).
+#[async_trait]
+pub trait KeyStore: Send + Sync {
     async fn create_key(&self, key: &KeyRecord, key_hash: &str) -> StoreResult<()>;
-    async fn get_key(&self, id: &str) -> StoreResult<Option<KeyRecord>>;
+    async fn get_key(&self, id: KeyId) -> StoreResult<Option<KeyRecord>>;
     /// The key with this hash and its account, whatever their state.
     async fn find_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<(KeyRecord, Account)>>;
-    async fn list_keys(&self, account_id: &str) -> StoreResult<Vec<KeyRecord>>;
-    async fn revoke_key(&self, id: &str, at: i64) -> StoreResult<Option<KeyRecord>>;
+    async fn list_keys(&self, account_id: AccountId) -> StoreResult<Vec<KeyRecord>>;
+    async fn revoke_key(&self, id: KeyId, at: Timestamp) -> StoreResult<Option<KeyRecord>>;
     /// Creates `new` and makes `old_id` expire at `old_expires_at`, atomically.
     async fn roll_key(
         &self,
-        old_id: &str,
+        old_id: KeyId,
         new: &KeyRecord,
         new_hash: &str,
-        old_expires_at: i64,
+        old_expires_at: Timestamp,
     ) -> StoreResult<()>;
-    async fn touch_keys(&self, used: &[(String, i64)]) -> StoreResult<()>;
+    async fn touch_keys(&self, used: &[(KeyId, Timestamp)]) -> StoreResult<()>;
+}
 
-    // Tasks.
+/// Tasks and their lifecycle. Every change of state is a [`Transition`],
+/// applied only from its source states.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
     async fn insert_task(&self, task: &TaskRecord) -> StoreResult<()>;
     async fn get_task(
         &self,
-        account_id: &str,
-        mode: &str,
-        id: &str,
+        account_id: AccountId,
+        mode: Mode,
+        id: TaskId,
     ) -> StoreResult<Option<TaskRecord>>;
-    async fn get_task_by_id(&self, id: &str) -> StoreResult<Option<TaskRecord>>;
+    async fn get_task_by_id(&self, id: TaskId) -> StoreResult<Option<TaskRecord>>;
     async fn list_tasks(&self, query: &TaskQuery) -> StoreResult<Vec<TaskRecord>>;
-    /// `queued → running` if the task is still queued; the claimed task.
+    /// [`Transition::Claim`] if the task is still queued; the claimed task.
     async fn claim_task(
         &self,
-        id: &str,
-        runner: &str,
-        now: i64,
-        lease_until: i64,
+        id: TaskId,
+        runner: &RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
     ) -> StoreResult<Option<TaskRecord>>;
-    /// `running → succeeded|failed`, only if the task is still running (a
-    /// cancelled task's late result is dropped). Adds `finish.cost_micros` to
-    /// the account's spend for the month of `finish.completed_at` when live.
-    async fn finish_task(&self, id: &str, finish: &TaskFinish) -> StoreResult<bool>;
-    /// `queued|running → cancelled`. Returns the task as it stands afterwards.
+    /// [`Transition::Succeed`] or [`Transition::Fail`] (by `finish.status`;
+    /// any other status is [`StoreError::Forbidden`]), only if the task is
+    /// still running (a cancelled task's late result is dropped). Adds
+    /// `finish.cost_micros` to the account's spend for the month of
+    /// `finish.completed_at` when live.
+    async fn finish_task(&self, id: TaskId, finish: &TaskFinish) -> StoreResult<bool>;
+    /// [`Transition::Cancel`]. Returns the task as it stands afterwards.
     async fn cancel_task(
         &self,
-        account_id: &str,
-        mode: &str,
-        id: &str,
-        now: i64,
+        account_id: AccountId,
+        mode: Mode,
+        id: TaskId,
+        now: Timestamp,
     ) -> StoreResult<Option<TaskRecord>>;
     /// Records the attempts of a task cancelled while it ran (its execution
     /// learns of the cancel only after the cancel is stored). Changes nothing
     /// unless the task is `cancelled`; returns whether it did.
-    async fn record_cancelled_attempts(&self, id: &str, attempts: &str) -> StoreResult<bool>;
+    async fn record_cancelled_attempts(&self, id: TaskId, attempts: &Attempts)
+    -> StoreResult<bool>;
     /// Ids of queued tasks, oldest first.
-    async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<String>>;
+    async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<TaskId>>;
     /// Extends the leases of those of `ids` that `runner` is running: the
     /// tasks it is executing now, so a task whose execution was lost stops
     /// being renewed and the sweeper ends it.
     async fn renew_leases(
         &self,
-        runner: &str,
-        ids: &[String],
-        lease_until: i64,
+        runner: &RunnerId,
+        ids: &[TaskId],
+        lease_until: Timestamp,
     ) -> StoreResult<u64>;
-    /// Running tasks whose runner stopped renewing its lease, or whose runner
-    /// is `dead_runner` (this instance's previous life), end `failed` with
-    /// `interrupted`. Returns their ids.
+    /// [`Transition::Interrupt`]: running tasks whose runner stopped renewing
+    /// its lease, or whose runner is `dead_runner` (this instance's previous
+    /// life), end `failed` with `interrupted`. Returns their ids.
     async fn interrupt_expired(
         &self,
-        now: i64,
-        dead_runner: Option<&str>,
-    ) -> StoreResult<Vec<String>>;
+        now: Timestamp,
+        dead_runner: Option<&RunnerId>,
+    ) -> StoreResult<Vec<TaskId>>;
+}
 
-    // Idempotency keys.
+/// Idempotency keys and the answers they replay.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
     async fn idempotency_begin(&self, begin: &IdempotencyBegin) -> StoreResult<IdempotencyState>;
     async fn idempotency_complete(
         &self,
-        account_id: &str,
-        mode: &str,
-        key: &str,
+        account_id: AccountId,
+        mode: Mode,
+        key: &IdempotencyKey,
         status_code: i64,
         response: &str,
     ) -> StoreResult<()>;
-    async fn idempotency_abandon(&self, account_id: &str, mode: &str, key: &str)
-    -> StoreResult<()>;
-    async fn idempotency_purge(&self, created_before: i64) -> StoreResult<u64>;
+    async fn idempotency_abandon(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()>;
+    async fn idempotency_purge(&self, created_before: Timestamp) -> StoreResult<u64>;
+}
 
-    // Spend.
-    async fn month_spend(&self, account_id: &str, month: &str) -> StoreResult<i64>;
+/// What accounts have spent (written as tasks finish, see
+/// [`TaskStore::finish_task`]).
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// Micro-USD spent by the account in `month` (`YYYY-MM`, UTC).
+    async fn month_spend(&self, account_id: AccountId, month: &str) -> StoreResult<i64>;
+}
+
+/// Every durable operation the service performs, on one backend.
+#[async_trait]
+pub trait Store:
+    AccountStore + KeyStore + TaskStore + IdempotencyStore + UsageStore + Send + Sync + 'static
+{
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+    async fn migrate(&self) -> StoreResult<()>;
+    async fn ping(&self) -> StoreResult<()>;
 }
 
 /// Opens the store named by `url`: `sqlite://path/to/file.db` (created with its

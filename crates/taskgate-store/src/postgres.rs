@@ -1,16 +1,20 @@
 //! PostgreSQL, for several instances sharing one store.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
 use crate::StoreResult;
-use crate::sql::{impl_sqlx_hot_writes, impl_store};
+use crate::sql::{Dialect, Statements, impl_sqlx_hot_writes, impl_store};
 
-mod dialect {
-    crate::sql::dialect_statements!("(events::jsonb || jsonb_build_array(", "::jsonb))::text");
-}
+static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
+    Statements::new(&Dialect {
+        append_before: "(events::jsonb || jsonb_build_array(",
+        append_after: "::jsonb))::text",
+    })
+});
 
 pub struct PgStore {
     pool: PgPool,
@@ -42,5 +46,5 @@ impl PgStore {
     }
 }
 
-impl_store!(PgStore, sqlx::Postgres, "postgres", dialect);
-impl_sqlx_hot_writes!(PgStore, dialect);
+impl_store!(PgStore, "postgres", STATEMENTS);
+impl_sqlx_hot_writes!(PgStore, STATEMENTS);

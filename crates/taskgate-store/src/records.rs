@@ -1,119 +1,195 @@
-//! Plain rows: what the store reads and writes.
+//! The rows the store reads and writes, in domain types: every status, mode,
+//! type and id is typed, and every time is a [`Timestamp`]. How each type
+//! sits in a column is defined once, in `taskgate_core::column`.
 
-/// An account. `plan` names a plan of the configuration; `status` is `active`
-/// or `suspended`.
+use taskgate_core::{
+    AccountId, AccountStatus, ApiList, ApiSlug, Attempts, ForbiddenTransition, IdempotencyKey,
+    KeyId, KeyType, Mode, PlanName, RunnerId, SandboxControls, Scopes, TaskError, TaskEvent,
+    TaskEvents, TaskId, TaskStatus, Timestamp, Transition,
+};
+
+/// An account. `plan` names a plan of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Account {
-    pub id: String,
+    pub id: AccountId,
     pub name: String,
-    pub plan: String,
-    pub status: String,
+    pub plan: PlanName,
+    pub status: AccountStatus,
     pub monthly_spend_limit_micros: Option<i64>,
-    pub created_at: i64,
+    pub created_at: Timestamp,
 }
 
 /// Changes to an account; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default)]
 pub struct AccountUpdate {
-    pub plan: Option<String>,
-    pub status: Option<String>,
+    pub plan: Option<PlanName>,
+    pub status: Option<AccountStatus>,
     /// `Some(None)` removes the limit.
     pub monthly_spend_limit_micros: Option<Option<i64>>,
 }
 
-/// An API key without its secret. `scopes` and `allowed_apis` are JSON arrays.
+/// An API key without its secret.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct KeyRecord {
-    pub id: String,
-    pub account_id: String,
+    pub id: KeyId,
+    pub account_id: AccountId,
     pub name: String,
-    pub key_type: String,
-    pub mode: String,
-    pub scopes: String,
-    pub allowed_apis: Option<String>,
+    pub key_type: KeyType,
+    pub mode: Mode,
+    pub scopes: Scopes,
+    /// The only APIs a restricted key may call; `None`: every API.
+    pub allowed_apis: Option<ApiList>,
+    /// `tg_test_…9fQ2`: the prefix and the last four characters.
     pub hint: String,
-    pub created_at: i64,
-    pub expires_at: Option<i64>,
-    pub last_used_at: Option<i64>,
-    pub revoked_at: Option<i64>,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub last_used_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
 }
 
-/// A task. `input`, `output`, `error`, `metadata`, `sandbox`, `events` and
-/// `attempts` are JSON text. In lists, `input` is empty and `output` is `None`.
+/// A task. `input`, `output` and `metadata` are the client's JSON documents,
+/// kept as text (they pass through unread). In lists, `input` is empty and
+/// `output` is `None`.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct TaskRecord {
-    pub id: String,
-    pub account_id: String,
-    pub mode: String,
-    pub api: String,
-    pub status: String,
+    pub id: TaskId,
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub api: ApiSlug,
+    pub status: TaskStatus,
     pub input: String,
     pub output: Option<String>,
-    pub error: Option<String>,
+    pub error: Option<TaskError>,
     pub units: i64,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub cost_micros: i64,
     pub metadata: String,
-    pub key_id: String,
-    pub idempotency_key: Option<String>,
+    pub key_id: KeyId,
+    pub idempotency_key: Option<IdempotencyKey>,
     pub timeout_ms: i64,
-    pub sandbox: Option<String>,
-    pub events: String,
-    pub attempts: String,
-    pub created_at: i64,
-    pub started_at: Option<i64>,
-    pub completed_at: Option<i64>,
-    pub runner: Option<String>,
-    pub lease_until: Option<i64>,
+    pub sandbox: Option<SandboxControls>,
+    pub events: TaskEvents,
+    pub attempts: Attempts,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub runner: Option<RunnerId>,
+    pub lease_until: Option<Timestamp>,
+}
+
+impl TaskRecord {
+    /// The task after [`Transition::Claim`] by `runner` at `now`, as the
+    /// store's claim writes it: for a task stored already claimed.
+    pub fn claimed(
+        mut self,
+        runner: &RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Self, ForbiddenTransition> {
+        Transition::Claim.check(self.status)?;
+        self.status = Transition::Claim.to();
+        self.started_at = Some(self.started_at.unwrap_or(now));
+        self.runner = Some(runner.clone());
+        self.lease_until = Some(lease_until);
+        self.events.push(TaskEvent::new(self.status, now));
+        Ok(self)
+    }
+
+    /// The task after `finish`, as the store's finish writes it: built
+    /// without reading it back.
+    pub fn finished(mut self, finish: &TaskFinish) -> Result<Self, ForbiddenTransition> {
+        let transition = Transition::ending(finish.status)?;
+        transition.check(self.status)?;
+        self.status = transition.to();
+        self.output = finish.output.clone();
+        self.error = finish.error.clone();
+        self.units = finish.units;
+        self.input_tokens = finish.input_tokens;
+        self.output_tokens = finish.output_tokens;
+        self.cost_micros = finish.cost_micros;
+        self.attempts = finish.attempts.clone();
+        self.completed_at = Some(finish.completed_at);
+        self.lease_until = None;
+        self.events.push(finish.event());
+        Ok(self)
+    }
 }
 
 /// The end of a running task.
 #[derive(Debug, Clone)]
 pub struct TaskFinish {
-    /// `succeeded` or `failed`.
-    pub status: String,
+    /// `succeeded` or `failed` ([`Transition::ending`]); the store refuses
+    /// any other.
+    pub status: TaskStatus,
     pub output: Option<String>,
-    pub error: Option<String>,
+    pub error: Option<TaskError>,
     pub units: i64,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub cost_micros: i64,
-    pub attempts: String,
-    pub completed_at: i64,
-    /// The event to append, as a JSON object.
-    pub event: String,
+    pub attempts: Attempts,
+    pub completed_at: Timestamp,
+    /// The message of the event that records the end, if any.
+    pub message: Option<String>,
     /// Whose spend the cost counts toward (live tasks only).
-    pub charge_account: Option<String>,
+    pub charge_account: Option<AccountId>,
+}
+
+impl TaskFinish {
+    /// The event appended to the task's history.
+    pub fn event(&self) -> TaskEvent {
+        TaskEvent {
+            status: self.status,
+            at: self.completed_at,
+            message: self.message.clone(),
+        }
+    }
 }
 
 /// A page of GET /tasks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TaskQuery {
-    pub account_id: String,
-    pub mode: String,
-    pub statuses: Vec<String>,
-    pub api: Option<String>,
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub statuses: Vec<TaskStatus>,
+    pub api: Option<ApiSlug>,
     /// Only ids strictly greater than this.
-    pub id_after: Option<String>,
+    pub id_after: Option<TaskId>,
     /// Only ids strictly smaller than this.
-    pub id_before: Option<String>,
+    pub id_before: Option<TaskId>,
     pub descending: bool,
     pub limit: i64,
 }
 
+impl TaskQuery {
+    /// The first page of the account's tasks in `mode`, newest first.
+    pub fn new(account_id: AccountId, mode: Mode, limit: i64) -> Self {
+        Self {
+            account_id,
+            mode,
+            statuses: Vec::new(),
+            api: None,
+            id_after: None,
+            id_before: None,
+            descending: true,
+            limit,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct IdempotencyBegin {
-    pub account_id: String,
-    pub mode: String,
-    pub key: String,
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub key: IdempotencyKey,
     pub request_hash: String,
-    pub now: i64,
+    pub now: Timestamp,
     /// Records created before this are expired and forgotten (24 h).
-    pub expired_before: i64,
+    pub expired_before: Timestamp,
     /// In-progress records created before this belonged to a request that
     /// died with its process; a new request may take them over.
-    pub stale_before: i64,
+    pub stale_before: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

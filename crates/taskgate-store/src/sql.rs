@@ -1,10 +1,18 @@
-//! The SQL both backends share, and the macro that implements [`Store`] for a
-//! backend from it. Placeholders are `$N`, which SQLite and PostgreSQL both
-//! accept; the statements whose dialects differ (appending to a JSON array)
-//! come from the backend's `dialect` module.
+//! The SQL both backends share, and the macro that implements the store's
+//! traits for a backend from it. Placeholders are `$N`, which SQLite and
+//! PostgreSQL both accept; the statements whose dialects differ (appending to
+//! a JSON array) are built around the backend's [`Dialect`].
+//!
+//! The statements that change a task's state are built from the core's
+//! [`Transition`]s: the target state and the source states each names come
+//! from the state machine, never from a literal here. They are built once,
+//! at first use. The states are written into the SQL text, not bound, so
+//! that the planner sees them (the partial index on unfinished tasks).
 //!
 //! A macro rather than generic code: sqlx's executor bounds over two databases
 //! make generic functions unreadable, and the macro keeps one SQL text.
+
+use taskgate_core::{AccountId, ApiSlug, Mode, TaskId, TaskStatus, Transition};
 
 macro_rules! task_columns {
     () => {
@@ -13,7 +21,6 @@ macro_rules! task_columns {
          created_at, started_at, completed_at, runner, lease_until"
     };
 }
-pub(crate) use task_columns;
 
 pub const GET_TASK: &str = concat!(
     "SELECT ",
@@ -22,45 +29,11 @@ pub const GET_TASK: &str = concat!(
 );
 pub const GET_TASK_BY_ID: &str = concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = $1");
 
-/// The dialect statements, built around each backend's JSON-array append.
-macro_rules! dialect_statements {
-    ($pre:literal, $post:literal) => {
-        pub const CLAIM_TASK: &str = concat!(
-            "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, $2), runner = $3, \
-             lease_until = $4, events = ",
-            $pre,
-            "$5",
-            $post,
-            " WHERE id = $1 AND status = 'queued' RETURNING ",
-            $crate::sql::task_columns!()
-        );
-        pub const FINISH_TASK: &str = concat!(
-            "UPDATE tasks SET status = $2, output = $3, error = $4, units = $5, input_tokens = $6, \
-             output_tokens = $7, cost_micros = $8, attempts = $9, completed_at = $10, lease_until = NULL, \
-             events = ",
-            $pre,
-            "$11",
-            $post,
-            " WHERE id = $1 AND status = 'running'"
-        );
-        pub const CANCEL_TASK: &str = concat!(
-            "UPDATE tasks SET status = 'cancelled', completed_at = $4, lease_until = NULL, events = ",
-            $pre,
-            "$5",
-            $post,
-            " WHERE id = $1 AND account_id = $2 AND mode = $3 AND status IN ('queued', 'running') RETURNING ",
-            $crate::sql::task_columns!()
-        );
-        pub const INTERRUPT_EXPIRED: &str = concat!(
-            "UPDATE tasks SET status = 'failed', error = $2, completed_at = $1, lease_until = NULL, events = ",
-            $pre,
-            "$3",
-            $post,
-            " WHERE status = 'running' AND (lease_until < $1 OR runner = $4) RETURNING id"
-        );
-    };
-}
-pub(crate) use dialect_statements;
+/// The list view leaves out the two large documents.
+pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST('' AS TEXT) AS input, \
+     CAST(NULL AS TEXT) AS output, error, units, input_tokens, output_tokens, cost_micros, metadata, \
+     key_id, idempotency_key, timeout_ms, sandbox, events, attempts, created_at, started_at, \
+     completed_at, runner, lease_until";
 
 pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
@@ -70,9 +43,127 @@ pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, sta
 pub const UPSERT_SPEND: &str = "INSERT INTO account_spend (account_id, month, micros) VALUES ($1, $2, $3) \
      ON CONFLICT (account_id, month) DO UPDATE SET micros = account_spend.micros + excluded.micros";
 
+macro_rules! key_columns {
+    () => {
+        "id, account_id, name, key_type, mode, scopes, allowed_apis, hint, created_at, expires_at, \
+         last_used_at, revoked_at"
+    };
+}
+pub(crate) use key_columns;
+
+/// How a backend appends a JSON value (bound as text) to the `events` array:
+/// the SQL before and after the placeholder.
+pub struct Dialect {
+    pub append_before: &'static str,
+    pub append_after: &'static str,
+}
+
+/// `status = '<state>'`, or `status IN ('<state>', '<state>', …)`.
+fn status_in(states: &[TaskStatus]) -> String {
+    match states {
+        [one] => format!("status = '{}'", one.as_str()),
+        many => {
+            let list: Vec<String> = many.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            format!("status IN ({})", list.join(", "))
+        }
+    }
+}
+
+/// The statements that read or change task states, for one dialect.
+pub struct Statements {
+    /// [`Transition::Claim`]: `$1` id, `$2` now, `$3` runner, `$4` lease,
+    /// `$5` event.
+    pub claim: String,
+    /// [`Transition::Succeed`]: `$1` id, `$2` status, `$3` output, `$4` error,
+    /// `$5`–`$8` usage and cost, `$9` attempts, `$10` completed at, `$11` event.
+    pub succeed: String,
+    /// [`Transition::Fail`], bound as `succeed`.
+    pub fail: String,
+    /// [`Transition::Cancel`]: `$1` id, `$2` account, `$3` mode, `$4` now,
+    /// `$5` event.
+    pub cancel: String,
+    /// [`Transition::Interrupt`]: `$1` now, `$2` error, `$3` event, `$4` dead runner.
+    pub interrupt: String,
+    /// Queued ids, oldest first: `$1` limit.
+    pub queued_ids: String,
+    /// `$1` attempts, `$2` id, only of a cancelled task.
+    pub cancelled_attempts: String,
+    /// Lease renewal, without its `id IN (…)` list: `$1` runner, `$2` lease.
+    pub renew_prefix: String,
+}
+
+impl Statements {
+    pub fn new(d: &Dialect) -> Self {
+        let append = |n: u8| format!("{}${n}{}", d.append_before, d.append_after);
+        let ending = |t: Transition| {
+            format!(
+                "UPDATE tasks SET status = $2, output = $3, error = $4, units = $5, input_tokens = $6, \
+                 output_tokens = $7, cost_micros = $8, attempts = $9, completed_at = $10, \
+                 lease_until = NULL, events = {} WHERE id = $1 AND {}",
+                append(11),
+                status_in(t.from())
+            )
+        };
+        let claim = Transition::Claim;
+        let cancel = Transition::Cancel;
+        let interrupt = Transition::Interrupt;
+        Self {
+            claim: format!(
+                "UPDATE tasks SET status = '{}', started_at = COALESCE(started_at, $2), runner = $3, \
+                 lease_until = $4, events = {} WHERE id = $1 AND {} RETURNING {}",
+                claim.to().as_str(),
+                append(5),
+                status_in(claim.from()),
+                task_columns!()
+            ),
+            succeed: ending(Transition::Succeed),
+            fail: ending(Transition::Fail),
+            cancel: format!(
+                "UPDATE tasks SET status = '{}', completed_at = $4, lease_until = NULL, events = {} \
+                 WHERE id = $1 AND account_id = $2 AND mode = $3 AND {} RETURNING {}",
+                cancel.to().as_str(),
+                append(5),
+                status_in(cancel.from()),
+                task_columns!()
+            ),
+            interrupt: format!(
+                "UPDATE tasks SET status = '{}', error = $2, completed_at = $1, lease_until = NULL, \
+                 events = {} WHERE {} AND (lease_until < $1 OR runner = $4) RETURNING id",
+                interrupt.to().as_str(),
+                append(3),
+                status_in(interrupt.from())
+            ),
+            queued_ids: format!(
+                "SELECT id FROM tasks WHERE {} ORDER BY id LIMIT $1",
+                status_in(&[TaskStatus::Queued])
+            ),
+            cancelled_attempts: format!(
+                "UPDATE tasks SET attempts = $1 WHERE id = $2 AND {}",
+                status_in(&[TaskStatus::Cancelled])
+            ),
+            renew_prefix: format!(
+                "UPDATE tasks SET lease_until = $2 WHERE {} AND runner = $1 AND id IN (",
+                status_in(&[TaskStatus::Running])
+            ),
+        }
+    }
+
+    /// The statement of an execution's end.
+    pub fn ending(&self, t: Transition) -> &str {
+        match t {
+            Transition::Succeed => &self.succeed,
+            _ => &self.fail,
+        }
+    }
+}
+
 /// A bound value of a dynamically built statement.
 pub enum Param {
-    Text(String),
+    Account(AccountId),
+    Mode(Mode),
+    Status(TaskStatus),
+    Api(ApiSlug),
+    Task(TaskId),
     Int(i64),
 }
 
@@ -80,10 +171,7 @@ pub enum Param {
 pub fn list_tasks_sql(q: &crate::TaskQuery) -> (String, Vec<Param>) {
     let mut sql =
         format!("SELECT {TASK_SUMMARY_COLUMNS} FROM tasks WHERE account_id = $1 AND mode = $2");
-    let mut params = vec![
-        Param::Text(q.account_id.clone()),
-        Param::Text(q.mode.clone()),
-    ];
+    let mut params = vec![Param::Account(q.account_id), Param::Mode(q.mode)];
     let mut push = |sql: &mut String, clause: &str, p: Param| {
         params.push(p);
         sql.push_str(&clause.replace('?', &format!("${}", params.len())));
@@ -94,19 +182,19 @@ pub fn list_tasks_sql(q: &crate::TaskQuery) -> (String, Vec<Param>) {
             push(
                 &mut sql,
                 if i == 0 { "?" } else { ", ?" },
-                Param::Text(s.clone()),
+                Param::Status(*s),
             );
         }
         sql.push(')');
     }
     if let Some(api) = &q.api {
-        push(&mut sql, " AND api = ?", Param::Text(api.clone()));
+        push(&mut sql, " AND api = ?", Param::Api(api.clone()));
     }
-    if let Some(after) = &q.id_after {
-        push(&mut sql, " AND id > ?", Param::Text(after.clone()));
+    if let Some(after) = q.id_after {
+        push(&mut sql, " AND id > ?", Param::Task(after));
     }
-    if let Some(before) = &q.id_before {
-        push(&mut sql, " AND id < ?", Param::Text(before.clone()));
+    if let Some(before) = q.id_before {
+        push(&mut sql, " AND id < ?", Param::Task(before));
     }
     let order = if q.descending {
         " ORDER BY id DESC LIMIT ?"
@@ -125,13 +213,13 @@ macro_rules! insert_key {
              hint, created_at, expires_at, last_used_at, revoked_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
-        .bind(&$k.id)
-        .bind(&$k.account_id)
+        .bind($k.id)
+        .bind($k.account_id)
         .bind(&$k.name)
-        .bind(&$k.key_type)
-        .bind(&$k.mode)
+        .bind($k.key_type)
+        .bind($k.mode)
         .bind(&$k.scopes)
-        .bind($k.allowed_apis.as_deref())
+        .bind(&$k.allowed_apis)
         .bind($hash)
         .bind(&$k.hint)
         .bind($k.created_at)
@@ -142,14 +230,23 @@ macro_rules! insert_key {
 }
 pub(crate) use insert_key;
 
-/// The list view leaves out the two large documents.
-pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST('' AS TEXT) AS input, \
-     CAST(NULL AS TEXT) AS output, error, units, input_tokens, output_tokens, cost_micros, metadata, \
-     key_id, idempotency_key, timeout_ms, sandbox, events, attempts, created_at, started_at, \
-     completed_at, runner, lease_until";
+/// A `SELECT … FROM api_keys` with the columns of a `KeyRecord`.
+macro_rules! select_keys {
+    ($rest:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::sql::key_columns!(),
+            " FROM api_keys ",
+            $rest
+        )
+    };
+}
+pub(crate) use select_keys;
 
+/// The traits of everything but the hot task path, for a backend with sqlx
+/// pools (`writer()`, `reader()`) and a `STATEMENTS` of its dialect.
 macro_rules! impl_store {
-    ($store:ty, $db:ty, $name:literal, $dialect:ident) => {
+    ($store:ty, $name:literal, $statements:path) => {
         #[async_trait::async_trait]
         impl $crate::Store for $store {
             fn backend(&self) -> &'static str {
@@ -164,16 +261,19 @@ macro_rules! impl_store {
                 sqlx::query("SELECT 1").execute(self.reader()).await?;
                 Ok(())
             }
+        }
 
+        #[async_trait::async_trait]
+        impl $crate::AccountStore for $store {
             async fn create_account(&self, a: &$crate::Account) -> $crate::StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO accounts (id, name, plan, status, monthly_spend_limit_micros, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6)",
                 )
-                .bind(&a.id)
+                .bind(a.id)
                 .bind(&a.name)
                 .bind(&a.plan)
-                .bind(&a.status)
+                .bind(a.status)
                 .bind(a.monthly_spend_limit_micros)
                 .bind(a.created_at)
                 .execute(self.writer())
@@ -181,7 +281,10 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn get_account(&self, id: &str) -> $crate::StoreResult<Option<$crate::Account>> {
+            async fn get_account(
+                &self,
+                id: taskgate_core::AccountId,
+            ) -> $crate::StoreResult<Option<$crate::Account>> {
                 Ok(sqlx::query_as("SELECT * FROM accounts WHERE id = $1")
                     .bind(id)
                     .fetch_optional(self.reader())
@@ -203,7 +306,7 @@ macro_rules! impl_store {
 
             async fn update_account(
                 &self,
-                id: &str,
+                id: taskgate_core::AccountId,
                 u: &$crate::AccountUpdate,
             ) -> $crate::StoreResult<Option<$crate::Account>> {
                 // One statement: absent fields keep their value.
@@ -217,61 +320,65 @@ macro_rules! impl_store {
                      WHERE id = $1 RETURNING *",
                 )
                 .bind(id)
-                .bind(u.plan.as_deref())
-                .bind(u.status.as_deref())
+                .bind(&u.plan)
+                .bind(u.status)
                 .bind(set_limit)
                 .bind(limit)
                 .fetch_optional(self.writer())
                 .await?)
             }
+        }
 
+        #[async_trait::async_trait]
+        impl $crate::KeyStore for $store {
             async fn create_key(&self, k: &$crate::KeyRecord, key_hash: &str) -> $crate::StoreResult<()> {
                 $crate::sql::insert_key!(k, key_hash).execute(self.writer()).await?;
                 Ok(())
             }
 
-            async fn get_key(&self, id: &str) -> $crate::StoreResult<Option<$crate::KeyRecord>> {
-                Ok(sqlx::query_as(
-                    "SELECT id, account_id, name, key_type, mode, scopes, allowed_apis, hint, created_at, \
-                     expires_at, last_used_at, revoked_at FROM api_keys WHERE id = $1",
-                )
-                .bind(id)
-                .fetch_optional(self.reader())
-                .await?)
+            async fn get_key(
+                &self,
+                id: taskgate_core::KeyId,
+            ) -> $crate::StoreResult<Option<$crate::KeyRecord>> {
+                Ok(sqlx::query_as($crate::sql::select_keys!("WHERE id = $1"))
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
             }
 
             async fn find_key_by_hash(
                 &self,
                 key_hash: &str,
             ) -> $crate::StoreResult<Option<($crate::KeyRecord, $crate::Account)>> {
-                let key: Option<$crate::KeyRecord> = sqlx::query_as(
-                    "SELECT id, account_id, name, key_type, mode, scopes, allowed_apis, hint, created_at, \
-                     expires_at, last_used_at, revoked_at FROM api_keys WHERE key_hash = $1",
-                )
-                .bind(key_hash)
-                .fetch_optional(self.reader())
-                .await?;
+                let key: Option<$crate::KeyRecord> =
+                    sqlx::query_as($crate::sql::select_keys!("WHERE key_hash = $1"))
+                        .bind(key_hash)
+                        .fetch_optional(self.reader())
+                        .await?;
                 let Some(key) = key else { return Ok(None) };
-                let account = self.get_account(&key.account_id).await?;
+                let account = $crate::AccountStore::get_account(self, key.account_id).await?;
                 Ok(account.map(|a| (key, a)))
             }
 
-            async fn list_keys(&self, account_id: &str) -> $crate::StoreResult<Vec<$crate::KeyRecord>> {
-                Ok(sqlx::query_as(
-                    "SELECT id, account_id, name, key_type, mode, scopes, allowed_apis, hint, created_at, \
-                     expires_at, last_used_at, revoked_at FROM api_keys WHERE account_id = $1 ORDER BY id",
-                )
-                .bind(account_id)
-                .fetch_all(self.reader())
-                .await?)
+            async fn list_keys(
+                &self,
+                account_id: taskgate_core::AccountId,
+            ) -> $crate::StoreResult<Vec<$crate::KeyRecord>> {
+                Ok(sqlx::query_as($crate::sql::select_keys!("WHERE account_id = $1 ORDER BY id"))
+                    .bind(account_id)
+                    .fetch_all(self.reader())
+                    .await?)
             }
 
-            async fn revoke_key(&self, id: &str, at: i64) -> $crate::StoreResult<Option<$crate::KeyRecord>> {
-                Ok(sqlx::query_as(
-                    "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 \
-                     RETURNING id, account_id, name, key_type, mode, scopes, allowed_apis, hint, created_at, \
-                     expires_at, last_used_at, revoked_at",
-                )
+            async fn revoke_key(
+                &self,
+                id: taskgate_core::KeyId,
+                at: taskgate_core::Timestamp,
+            ) -> $crate::StoreResult<Option<$crate::KeyRecord>> {
+                Ok(sqlx::query_as(concat!(
+                    "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING ",
+                    $crate::sql::key_columns!()
+                ))
                 .bind(id)
                 .bind(at)
                 .fetch_optional(self.writer())
@@ -280,10 +387,10 @@ macro_rules! impl_store {
 
             async fn roll_key(
                 &self,
-                old_id: &str,
+                old_id: taskgate_core::KeyId,
                 new: &$crate::KeyRecord,
                 new_hash: &str,
-                old_expires_at: i64,
+                old_expires_at: taskgate_core::Timestamp,
             ) -> $crate::StoreResult<()> {
                 let mut tx = self.writer().begin().await?;
                 // An earlier expiry stays: rolling never lengthens a key's life.
@@ -303,77 +410,97 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn touch_keys(&self, used: &[(String, i64)]) -> $crate::StoreResult<()> {
+            async fn touch_keys(
+                &self,
+                used: &[(taskgate_core::KeyId, taskgate_core::Timestamp)],
+            ) -> $crate::StoreResult<()> {
                 for (id, at) in used {
                     sqlx::query(
                         "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 \
                          AND (last_used_at IS NULL OR last_used_at < $2)",
                     )
-                    .bind(id)
-                    .bind(at)
+                    .bind(*id)
+                    .bind(*at)
                     .execute(self.writer())
                     .await?;
                 }
                 Ok(())
             }
+        }
 
+        #[async_trait::async_trait]
+        impl $crate::TaskStore for $store {
             async fn insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
                 self.hot_insert_task(t).await
             }
 
             async fn get_task(
                 &self,
-                account_id: &str,
-                mode: &str,
-                id: &str,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                id: taskgate_core::TaskId,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
                 self.hot_get_task(account_id, mode, id).await
             }
 
-            async fn get_task_by_id(&self, id: &str) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+            async fn get_task_by_id(
+                &self,
+                id: taskgate_core::TaskId,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
                 Ok(sqlx::query_as($crate::sql::GET_TASK_BY_ID)
                     .bind(id)
                     .fetch_optional(self.reader())
                     .await?)
             }
 
-            async fn list_tasks(&self, q: &$crate::TaskQuery) -> $crate::StoreResult<Vec<$crate::TaskRecord>> {
+            async fn list_tasks(
+                &self,
+                q: &$crate::TaskQuery,
+            ) -> $crate::StoreResult<Vec<$crate::TaskRecord>> {
                 self.hot_list_tasks(q).await
             }
 
             async fn claim_task(
                 &self,
-                id: &str,
-                runner: &str,
-                now: i64,
-                lease_until: i64,
+                id: taskgate_core::TaskId,
+                runner: &taskgate_core::RunnerId,
+                now: taskgate_core::Timestamp,
+                lease_until: taskgate_core::Timestamp,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                let event = format!(r#"{{"status":"running","at":{now}}}"#);
-                self.hot_claim_task(id, runner, now, lease_until, event).await
+                let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
+                self.hot_claim_task(id, runner.clone(), now, lease_until, event).await
             }
 
-            async fn finish_task(&self, id: &str, f: &$crate::TaskFinish) -> $crate::StoreResult<bool> {
-                self.hot_finish_task(id, f).await
+            async fn finish_task(
+                &self,
+                id: taskgate_core::TaskId,
+                f: &$crate::TaskFinish,
+            ) -> $crate::StoreResult<bool> {
+                let transition = $crate::Transition::ending(f.status)?;
+                self.hot_finish_task(id, transition, f).await
             }
 
             async fn cancel_task(
                 &self,
-                account_id: &str,
-                mode: &str,
-                id: &str,
-                now: i64,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                id: taskgate_core::TaskId,
+                now: taskgate_core::Timestamp,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                let event = format!(r#"{{"status":"cancelled","at":{now}}}"#);
+                let event = taskgate_core::TaskEvent::new($crate::Transition::Cancel.to(), now);
                 let cancelled = self.hot_cancel_task(account_id, mode, id, now, event).await?;
                 match cancelled {
                     Some(t) => Ok(Some(t)),
-                    None => self.get_task(account_id, mode, id).await,
+                    None => self.hot_get_task(account_id, mode, id).await,
                 }
             }
 
-            async fn queued_task_ids(&self, limit: i64) -> $crate::StoreResult<Vec<String>> {
-                let rows: Vec<(String,)> =
-                    sqlx::query_as("SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT $1")
+            async fn queued_task_ids(
+                &self,
+                limit: i64,
+            ) -> $crate::StoreResult<Vec<taskgate_core::TaskId>> {
+                let rows: Vec<(taskgate_core::TaskId,)> =
+                    sqlx::query_as($statements.queued_ids.as_str())
                         .bind(limit)
                         .fetch_all(self.reader())
                         .await?;
@@ -382,35 +509,30 @@ macro_rules! impl_store {
 
             async fn record_cancelled_attempts(
                 &self,
-                id: &str,
-                attempts: &str,
+                id: taskgate_core::TaskId,
+                attempts: &$crate::Attempts,
             ) -> $crate::StoreResult<bool> {
-                let done = sqlx::query(
-                    "UPDATE tasks SET attempts = $1 WHERE id = $2 AND status = 'cancelled'",
-                )
-                .bind(attempts)
-                .bind(id)
-                .execute(self.writer())
-                .await?;
+                let done = sqlx::query($statements.cancelled_attempts.as_str())
+                    .bind(attempts)
+                    .bind(id)
+                    .execute(self.writer())
+                    .await?;
                 Ok(done.rows_affected() == 1)
             }
 
             async fn renew_leases(
                 &self,
-                runner: &str,
-                ids: &[String],
-                lease_until: i64,
+                runner: &taskgate_core::RunnerId,
+                ids: &[taskgate_core::TaskId],
+                lease_until: taskgate_core::Timestamp,
             ) -> $crate::StoreResult<u64> {
                 let mut renewed = 0;
                 for chunk in ids.chunks(500) {
                     let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
-                    let sql = format!(
-                        "UPDATE tasks SET lease_until = $2 WHERE status = 'running' AND runner = $1 AND id IN ({})",
-                        list.join(", ")
-                    );
+                    let sql = format!("{}{})", $statements.renew_prefix, list.join(", "));
                     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(runner).bind(lease_until);
                     for id in chunk {
-                        query = query.bind(id);
+                        query = query.bind(*id);
                     }
                     renewed += query.execute(self.writer()).await?.rows_affected();
                 }
@@ -419,23 +541,25 @@ macro_rules! impl_store {
 
             async fn interrupt_expired(
                 &self,
-                now: i64,
-                dead_runner: Option<&str>,
-            ) -> $crate::StoreResult<Vec<String>> {
-                let event = format!(
-                    r#"{{"status":"failed","at":{now},"message":"the process running this task stopped"}}"#
-                );
-                let error = r#"{"code":"interrupted","message":"the process running this task stopped before it finished"}"#;
-                let rows: Vec<(String,)> = sqlx::query_as($dialect::INTERRUPT_EXPIRED)
-                    .bind(now)
-                    .bind(error)
-                    .bind(event)
-                    .bind(dead_runner)
-                    .fetch_all(self.writer())
-                    .await?;
+                now: taskgate_core::Timestamp,
+                dead_runner: Option<&taskgate_core::RunnerId>,
+            ) -> $crate::StoreResult<Vec<taskgate_core::TaskId>> {
+                let event = taskgate_core::TaskEvent::new($crate::Transition::Interrupt.to(), now)
+                    .with_message("the process running this task stopped");
+                let rows: Vec<(taskgate_core::TaskId,)> =
+                    sqlx::query_as($statements.interrupt.as_str())
+                        .bind(now)
+                        .bind(taskgate_core::TaskError::interrupted())
+                        .bind(event)
+                        .bind(dead_runner)
+                        .fetch_all(self.writer())
+                        .await?;
                 Ok(rows.into_iter().map(|r| r.0).collect())
             }
+        }
 
+        #[async_trait::async_trait]
+        impl $crate::IdempotencyStore for $store {
             async fn idempotency_begin(
                 &self,
                 b: &$crate::IdempotencyBegin,
@@ -445,8 +569,8 @@ macro_rules! impl_store {
                     "DELETE FROM idempotency_keys WHERE account_id = $1 AND mode = $2 AND idem_key = $3 \
                      AND created_at < $4",
                 )
-                .bind(&b.account_id)
-                .bind(&b.mode)
+                .bind(b.account_id)
+                .bind(b.mode)
                 .bind(&b.key)
                 .bind(b.expired_before)
                 .execute(self.writer())
@@ -455,8 +579,8 @@ macro_rules! impl_store {
                     "INSERT INTO idempotency_keys (account_id, mode, idem_key, request_hash, status_code, \
                      response, created_at) VALUES ($1, $2, $3, $4, NULL, NULL, $5) ON CONFLICT DO NOTHING",
                 )
-                .bind(&b.account_id)
-                .bind(&b.mode)
+                .bind(b.account_id)
+                .bind(b.mode)
                 .bind(&b.key)
                 .bind(&b.request_hash)
                 .bind(b.now)
@@ -465,15 +589,16 @@ macro_rules! impl_store {
                 if inserted.rows_affected() == 1 {
                     return Ok($crate::IdempotencyState::Started);
                 }
-                let row: Option<(String, Option<i64>, Option<String>, i64)> = sqlx::query_as(
-                    "SELECT request_hash, status_code, response, created_at FROM idempotency_keys \
-                     WHERE account_id = $1 AND mode = $2 AND idem_key = $3",
-                )
-                .bind(&b.account_id)
-                .bind(&b.mode)
-                .bind(&b.key)
-                .fetch_optional(self.writer())
-                .await?;
+                let row: Option<(String, Option<i64>, Option<String>, taskgate_core::Timestamp)> =
+                    sqlx::query_as(
+                        "SELECT request_hash, status_code, response, created_at FROM idempotency_keys \
+                         WHERE account_id = $1 AND mode = $2 AND idem_key = $3",
+                    )
+                    .bind(b.account_id)
+                    .bind(b.mode)
+                    .bind(&b.key)
+                    .fetch_optional(self.writer())
+                    .await?;
                 let Some((hash, status_code, response, created_at)) = row else {
                     // Deleted between our insert and read: the caller may retry.
                     return Ok($crate::IdempotencyState::InProgress);
@@ -491,8 +616,8 @@ macro_rules! impl_store {
                             "UPDATE idempotency_keys SET created_at = $4 WHERE account_id = $1 AND mode = $2 \
                              AND idem_key = $3 AND created_at = $5 AND status_code IS NULL",
                         )
-                        .bind(&b.account_id)
-                        .bind(&b.mode)
+                        .bind(b.account_id)
+                        .bind(b.mode)
                         .bind(&b.key)
                         .bind(b.now)
                         .bind(created_at)
@@ -510,9 +635,9 @@ macro_rules! impl_store {
 
             async fn idempotency_complete(
                 &self,
-                account_id: &str,
-                mode: &str,
-                key: &str,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                key: &taskgate_core::IdempotencyKey,
                 status_code: i64,
                 response: &str,
             ) -> $crate::StoreResult<()> {
@@ -530,7 +655,12 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn idempotency_abandon(&self, account_id: &str, mode: &str, key: &str) -> $crate::StoreResult<()> {
+            async fn idempotency_abandon(
+                &self,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                key: &taskgate_core::IdempotencyKey,
+            ) -> $crate::StoreResult<()> {
                 sqlx::query(
                     "DELETE FROM idempotency_keys WHERE account_id = $1 AND mode = $2 AND idem_key = $3 \
                      AND status_code IS NULL",
@@ -543,15 +673,25 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn idempotency_purge(&self, created_before: i64) -> $crate::StoreResult<u64> {
+            async fn idempotency_purge(
+                &self,
+                created_before: taskgate_core::Timestamp,
+            ) -> $crate::StoreResult<u64> {
                 let r = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
                     .bind(created_before)
                     .execute(self.writer())
                     .await?;
                 Ok(r.rows_affected())
             }
+        }
 
-            async fn month_spend(&self, account_id: &str, month: &str) -> $crate::StoreResult<i64> {
+        #[async_trait::async_trait]
+        impl $crate::UsageStore for $store {
+            async fn month_spend(
+                &self,
+                account_id: taskgate_core::AccountId,
+                month: &str,
+            ) -> $crate::StoreResult<i64> {
                 let row: Option<(i64,)> =
                     sqlx::query_as("SELECT micros FROM account_spend WHERE account_id = $1 AND month = $2")
                         .bind(account_id)
@@ -569,33 +709,33 @@ pub(crate) use impl_store;
 /// The task reads and writes of the hot path, for backends that make them
 /// with sqlx (the SQLite backend has its own batching writer and readers).
 macro_rules! impl_sqlx_hot_writes {
-    ($store:ty, $dialect:ident) => {
+    ($store:ty, $statements:path) => {
         impl $store {
             async fn hot_insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
                 sqlx::query($crate::sql::INSERT_TASK)
-                    .bind(&t.id)
-                    .bind(&t.account_id)
-                    .bind(&t.mode)
+                    .bind(t.id)
+                    .bind(t.account_id)
+                    .bind(t.mode)
                     .bind(&t.api)
-                    .bind(&t.status)
+                    .bind(t.status)
                     .bind(&t.input)
-                    .bind(t.output.as_deref())
-                    .bind(t.error.as_deref())
+                    .bind(&t.output)
+                    .bind(&t.error)
                     .bind(t.units)
                     .bind(t.input_tokens)
                     .bind(t.output_tokens)
                     .bind(t.cost_micros)
                     .bind(&t.metadata)
-                    .bind(&t.key_id)
-                    .bind(t.idempotency_key.as_deref())
+                    .bind(t.key_id)
+                    .bind(&t.idempotency_key)
                     .bind(t.timeout_ms)
-                    .bind(t.sandbox.as_deref())
+                    .bind(&t.sandbox)
                     .bind(&t.events)
                     .bind(&t.attempts)
                     .bind(t.created_at)
                     .bind(t.started_at)
                     .bind(t.completed_at)
-                    .bind(t.runner.as_deref())
+                    .bind(&t.runner)
                     .bind(t.lease_until)
                     .execute(self.writer())
                     .await?;
@@ -604,13 +744,13 @@ macro_rules! impl_sqlx_hot_writes {
 
             async fn hot_claim_task(
                 &self,
-                id: &str,
-                runner: &str,
-                now: i64,
-                lease_until: i64,
-                event: String,
+                id: taskgate_core::TaskId,
+                runner: taskgate_core::RunnerId,
+                now: taskgate_core::Timestamp,
+                lease_until: taskgate_core::Timestamp,
+                event: taskgate_core::TaskEvent,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                Ok(sqlx::query_as($dialect::CLAIM_TASK)
+                Ok(sqlx::query_as($statements.claim.as_str())
                     .bind(id)
                     .bind(now)
                     .bind(runner)
@@ -622,22 +762,23 @@ macro_rules! impl_sqlx_hot_writes {
 
             async fn hot_finish_task(
                 &self,
-                id: &str,
+                id: taskgate_core::TaskId,
+                transition: $crate::Transition,
                 f: &$crate::TaskFinish,
             ) -> $crate::StoreResult<bool> {
                 let mut tx = self.writer().begin().await?;
-                let done = sqlx::query($dialect::FINISH_TASK)
+                let done = sqlx::query($statements.ending(transition))
                     .bind(id)
-                    .bind(&f.status)
-                    .bind(f.output.as_deref())
-                    .bind(f.error.as_deref())
+                    .bind(transition.to())
+                    .bind(&f.output)
+                    .bind(&f.error)
                     .bind(f.units)
                     .bind(f.input_tokens)
                     .bind(f.output_tokens)
                     .bind(f.cost_micros)
                     .bind(&f.attempts)
                     .bind(f.completed_at)
-                    .bind(&f.event)
+                    .bind(f.event())
                     .execute(&mut *tx)
                     .await?;
                 if done.rows_affected() != 1 {
@@ -645,10 +786,10 @@ macro_rules! impl_sqlx_hot_writes {
                     tx.rollback().await?;
                     return Ok(false);
                 }
-                if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
+                if let (Some(account), true) = (f.charge_account, f.cost_micros > 0) {
                     sqlx::query($crate::sql::UPSERT_SPEND)
                         .bind(account)
-                        .bind(taskgate_core::timefmt::month_key(f.completed_at))
+                        .bind(f.completed_at.month_key())
                         .bind(f.cost_micros)
                         .execute(&mut *tx)
                         .await?;
@@ -659,9 +800,9 @@ macro_rules! impl_sqlx_hot_writes {
 
             async fn hot_get_task(
                 &self,
-                account_id: &str,
-                mode: &str,
-                id: &str,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                id: taskgate_core::TaskId,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
                 Ok(sqlx::query_as($crate::sql::GET_TASK)
                     .bind(id)
@@ -675,12 +816,17 @@ macro_rules! impl_sqlx_hot_writes {
                 &self,
                 q: &$crate::TaskQuery,
             ) -> $crate::StoreResult<Vec<$crate::TaskRecord>> {
+                use $crate::sql::Param;
                 let (sql, params) = $crate::sql::list_tasks_sql(q);
                 let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
                 for p in params {
                     query = match p {
-                        $crate::sql::Param::Text(s) => query.bind(s),
-                        $crate::sql::Param::Int(i) => query.bind(i),
+                        Param::Account(v) => query.bind(v),
+                        Param::Mode(v) => query.bind(v),
+                        Param::Status(v) => query.bind(v),
+                        Param::Api(v) => query.bind(v),
+                        Param::Task(v) => query.bind(v),
+                        Param::Int(v) => query.bind(v),
                     };
                 }
                 Ok(query.fetch_all(self.reader()).await?)
@@ -688,13 +834,13 @@ macro_rules! impl_sqlx_hot_writes {
 
             async fn hot_cancel_task(
                 &self,
-                account_id: &str,
-                mode: &str,
-                id: &str,
-                now: i64,
-                event: String,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                id: taskgate_core::TaskId,
+                now: taskgate_core::Timestamp,
+                event: taskgate_core::TaskEvent,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                Ok(sqlx::query_as($dialect::CANCEL_TASK)
+                Ok(sqlx::query_as($statements.cancel.as_str())
                     .bind(id)
                     .bind(account_id)
                     .bind(mode)
@@ -708,3 +854,37 @@ macro_rules! impl_sqlx_hot_writes {
 }
 
 pub(crate) use impl_sqlx_hot_writes;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statements name exactly the transitions' states.
+    #[test]
+    fn statements_follow_the_machine() {
+        use TaskStatus::*;
+        let s = Statements::new(&Dialect {
+            append_before: "f(",
+            append_after: ")",
+        });
+        let set = |t: TaskStatus| format!("UPDATE tasks SET status = '{t}',");
+        let is = |t: TaskStatus| format!("status = '{t}'");
+        assert!(s.claim.starts_with(&set(Running)));
+        assert!(
+            s.claim
+                .contains(&format!("WHERE id = $1 AND {} RETURNING", is(Queued)))
+        );
+        assert!(
+            s.succeed
+                .ends_with(&format!("WHERE id = $1 AND {}", is(Running)))
+        );
+        assert_eq!(s.succeed, s.fail);
+        assert!(s.cancel.starts_with(&set(Cancelled)));
+        assert!(s.cancel.contains(&format!(
+            "AND status IN ('{Queued}', '{Running}') RETURNING"
+        )));
+        assert!(s.interrupt.starts_with(&set(Failed)));
+        assert!(s.interrupt.contains(&format!("WHERE {} AND", is(Running))));
+        assert!(s.claim.contains("events = f($5)"));
+    }
+}

@@ -22,6 +22,8 @@ mod fixtures;
 mod accounts;
 #[path = "conformance/concurrency.rs"]
 mod concurrency;
+#[path = "conformance/corrupt.rs"]
+mod corrupt;
 #[path = "conformance/idempotency.rs"]
 mod idempotency;
 #[path = "conformance/keys.rs"]
@@ -30,6 +32,8 @@ mod keys;
 mod lifecycle;
 #[path = "conformance/tasks.rs"]
 mod tasks;
+#[path = "conformance/transitions.rs"]
+mod transitions;
 
 /// One test per backend and check. A check named here runs on every backend.
 macro_rules! conformance {
@@ -81,6 +85,10 @@ conformance! {
         renew_counts_own_running_tasks,
         interrupt_expired_and_dead_runner,
     ],
+    transitions: [
+        every_forbidden_transition_is_refused,
+        finish_to_a_non_ending_state_is_refused,
+    ],
     idempotency: [
         begin_outcomes,
         abandon_frees_in_progress_only,
@@ -94,4 +102,17 @@ conformance! {
         concurrent_claim_once,
         concurrent_finish_once,
     ],
+}
+
+/// Checks that also open the database beside the store.
+mod raw {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_corrupt_values_name_their_column() {
+        crate::harness::sqlite_with_url(crate::corrupt::corrupt_values_name_their_column).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_corrupt_values_name_their_column() {
+        crate::harness::postgres_with_url(crate::corrupt::corrupt_values_name_their_column).await;
+    }
 }

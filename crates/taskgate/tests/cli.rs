@@ -10,7 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use taskgate_core::timefmt::{now_ms, parse_rfc3339_ms};
+use taskgate_core::Timestamp;
+
+fn now_ms() -> i64 {
+    Timestamp::now().unix_ms()
+}
 use taskgate_core::{ApiKeySecret, KeyType};
 
 const DAY_MS: i64 = 86_400_000;
@@ -124,7 +128,7 @@ fn ts(v: &Value) -> i64 {
         s.len() == 24 && s.ends_with('Z'),
         "not RFC 3339 with ms: {s}"
     );
-    parse_rfc3339_ms(s).unwrap()
+    Timestamp::parse_rfc3339(s).unwrap().unix_ms()
 }
 
 fn keys_of(list: &Value) -> Vec<String> {

@@ -115,7 +115,7 @@ async fn execute_records_a_succeeded_attempt() {
     let attempt = &attempts.attempts()[0];
     assert_eq!(attempt.provider, "builtin");
     assert_eq!(attempt.target, "tiktoken/cl100k_base");
-    assert_eq!(attempt.outcome, "succeeded");
+    assert_eq!(attempt.outcome.as_str(), "succeeded");
     assert_eq!(attempt.http_status, None);
 
     Builtin
@@ -154,7 +154,7 @@ async fn execute_failures() {
         .unwrap_err();
     assert_eq!(error.code, "internal_error");
     assert_eq!(attempts.attempts().len(), 1);
-    assert_eq!(attempts.attempts()[0].outcome, "failed");
+    assert_eq!(attempts.attempts()[0].outcome.as_str(), "failed");
 }
 
 #[tokio::test]
@@ -169,7 +169,12 @@ async fn large_texts_run_on_the_blocking_pool() {
         let direct = Api::from_slug(slug).unwrap().compute(&input).unwrap();
         assert_eq!(execution.output, direct.output, "{slug}");
     }
-    assert!(attempts.attempts().iter().all(|a| a.outcome == "succeeded"));
+    assert!(
+        attempts
+            .attempts()
+            .iter()
+            .all(|a| a.outcome.as_str() == "succeeded")
+    );
 }
 
 #[tokio::test]

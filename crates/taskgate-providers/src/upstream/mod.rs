@@ -36,7 +36,7 @@ pub use fetch::{FetchPolicy, Fetcher};
 use http::{Class, Conn, UpstreamError};
 
 use crate::kinds::Kind;
-use crate::{ApiSpec, ApiStatus, ExecContext, ExecError, Execution, Provider};
+use crate::{ApiSpec, ApiStatus, AttemptOutcome, ExecContext, ExecError, Execution, Provider};
 
 /// Longest pause between two attempts at one target.
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
@@ -253,17 +253,17 @@ impl Upstream {
                     .await;
                     let error = match result {
                         Ok(Ok(execution)) => {
-                            ctx.end("succeeded", Some(200));
+                            ctx.end(AttemptOutcome::Succeeded, Some(200));
                             breaker.success();
                             return Ok(execution);
                         }
                         Ok(Err(e)) => {
-                            ctx.end("failed", e.status);
+                            ctx.end(AttemptOutcome::Failed, e.status);
                             e
                         }
                         Err(Stalled::TaskDeadline) => {
                             // The task's own deadline, not the attempt's, ran out.
-                            ctx.end("timeout", None);
+                            ctx.end(AttemptOutcome::Timeout, None);
                             return Err(ExecError::new(
                                 error_code::TIMEOUT,
                                 format!(
@@ -273,7 +273,7 @@ impl Upstream {
                             ));
                         }
                         Err(Stalled::Attempt) => {
-                            ctx.end("timeout", None);
+                            ctx.end(AttemptOutcome::Timeout, None);
                             UpstreamError {
                                 class: Class::Retry,
                                 code: error_code::UPSTREAM_TIMEOUT,

@@ -112,7 +112,7 @@ async fn chat_request_and_answer_are_normalized() {
         "options cannot turn streaming on"
     );
     assert_eq!(ctx.attempts().len(), 1);
-    assert_eq!(ctx.attempts()[0].outcome, "succeeded");
+    assert_eq!(ctx.attempts()[0].outcome.as_str(), "succeeded");
     assert_eq!(ctx.attempts()[0].target, "gpt-4o-mini");
 }
 
@@ -707,7 +707,7 @@ async fn a_slow_stream_outlives_the_attempt_timeout_while_it_makes_progress() {
         .await
         .unwrap_err();
     assert_eq!(e.code, "upstream_timeout");
-    assert_eq!(ctx.attempts().last().unwrap().outcome, "timeout");
+    assert_eq!(ctx.attempts().last().unwrap().outcome.as_str(), "timeout");
 }
 
 #[tokio::test]

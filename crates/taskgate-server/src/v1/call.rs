@@ -8,10 +8,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use taskgate_core::ids::{is_valid, new_id_at};
 use taskgate_core::task::error_code;
-use taskgate_core::timefmt::month_key;
-use taskgate_core::{IdKind, Mode};
+use taskgate_core::{
+    Attempts, IdempotencyKey, Mode, SandboxControls, SandboxOutcome, TaskEvents, TaskId,
+    TaskStatus, Timestamp,
+};
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 
 use crate::AppState;
@@ -19,8 +20,6 @@ use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::catalog::ApiEntry;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
-use crate::executor::SandboxControls;
-use crate::ratelimit::now_ms;
 use crate::v1::JsonObject;
 use crate::views::TaskView;
 
@@ -28,7 +27,6 @@ const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sa
 const METADATA_MAX_KEYS: usize = 16;
 const METADATA_MAX_KEY_CHARS: usize = 64;
 const METADATA_MAX_VALUE_CHARS: usize = 512;
-const IDEMPOTENCY_KEY_MAX: usize = 255;
 const IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
 
 /// A validated POST /call.
@@ -71,19 +69,20 @@ async fn idempotent(
     app: Arc<AppState>,
     principal: Principal,
     request: CallRequest,
-    key: String,
+    key: IdempotencyKey,
     request_hash: String,
 ) -> ApiResult<Response> {
+    let now = Timestamp::now();
     let begin = IdempotencyBegin {
-        account_id: principal.account_id.clone(),
-        mode: principal.mode.as_str().to_owned(),
+        account_id: principal.account_id,
+        mode: principal.mode,
         key: key.clone(),
         request_hash,
-        now: now_ms(),
-        expired_before: now_ms() - IDEMPOTENCY_TTL_MS,
+        now,
+        expired_before: now.minus_ms(IDEMPOTENCY_TTL_MS),
         // A request can wait for its task at most the sync wait; well past
         // that, an unanswered record belonged to a process that died.
-        stale_before: now_ms() - app.config.sync_wait_ms as i64 - 60_000,
+        stale_before: now.minus_ms(app.config.sync_wait_ms as i64 + 60_000),
     };
     match app.store.idempotency_begin(&begin).await? {
         IdempotencyState::Done {
@@ -100,7 +99,7 @@ async fn idempotent(
             "This Idempotency-Key was used with a different request body.",
         )),
         IdempotencyState::Started => {
-            let (account, mode) = (&principal.account_id, principal.mode.as_str());
+            let (account, mode) = (principal.account_id, principal.mode);
             let result = execute(&app, &principal, request, Some(key.clone())).await;
             match &result {
                 Ok(response) => {
@@ -147,28 +146,19 @@ fn replay(status_code: i64, stored: String) -> Response {
     response
 }
 
-fn location(id: &str) -> String {
+fn location(id: impl std::fmt::Display) -> String {
     format!("/api/v1/call/{id}")
 }
 
-fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<IdempotencyKey>> {
     let Some(v) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let bad = || {
-        ApiError::invalid_parameter(
-            "Idempotency-Key",
-            format!("Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII characters."),
-        )
-    };
-    let s = v.to_str().map_err(|_| bad())?.trim();
-    if s.is_empty()
-        || s.len() > IDEMPOTENCY_KEY_MAX
-        || !s.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
-    {
-        return Err(bad());
-    }
-    Ok(Some(s.to_owned()))
+    // A value that is not visible ASCII is refused like an empty one.
+    let s = v.to_str().unwrap_or_default().trim();
+    IdempotencyKey::parse(s)
+        .map(Some)
+        .map_err(|message| ApiError::invalid_parameter("Idempotency-Key", message))
 }
 
 /// Same body, same hash: the body is canonicalized (keys sorted, no spacing)
@@ -340,23 +330,24 @@ fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
         })?,
     };
     let outcome = match m.remove("outcome") {
-        None => "succeeded".to_owned(),
-        Some(Value::String(s)) if ["succeeded", "failed", "timeout"].contains(&s.as_str()) => s,
-        Some(_) => {
-            return Err(ApiError::invalid_field(
-                "sandbox.outcome",
-                "sandbox.outcome must be \"succeeded\", \"failed\" or \"timeout\".",
-            ));
-        }
-    };
+        None => Ok(SandboxOutcome::default()),
+        Some(Value::String(s)) => s.parse::<SandboxOutcome>(),
+        Some(_) => Err(String::new()),
+    }
+    .map_err(|_| {
+        let [a, b, c] = SandboxOutcome::ALL.map(SandboxOutcome::as_str);
+        ApiError::invalid_field(
+            "sandbox.outcome",
+            format!("sandbox.outcome must be \"{a}\", \"{b}\" or \"{c}\"."),
+        )
+    })?;
+    let failed = outcome == SandboxOutcome::Failed;
     let error_code = match m.remove("error_code") {
         None => None,
-        Some(Value::String(c))
-            if outcome == "failed" && error_code::SIMULATABLE.contains(&c.as_str()) =>
-        {
+        Some(Value::String(c)) if failed && error_code::SIMULATABLE.contains(&c.as_str()) => {
             Some(c)
         }
-        Some(Value::String(_)) if outcome == "failed" => {
+        Some(Value::String(_)) if failed => {
             return Err(ApiError::invalid_field(
                 "sandbox.error_code",
                 format!(
@@ -431,22 +422,18 @@ async fn execute(
     app: &AppState,
     principal: &Principal,
     request: CallRequest,
-    idempotency_key: Option<String>,
+    idempotency_key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
-    let now = std::time::SystemTime::now();
-    let now_ms = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default();
+    let now = Timestamp::now();
     if principal.mode == Mode::Live {
-        check_spend(app, principal, now_ms).await?;
+        check_spend(app, principal, now).await?;
     }
     let task = TaskRecord {
-        id: new_id_at(IdKind::Task, now),
-        account_id: principal.account_id.clone(),
-        mode: principal.mode.as_str().to_owned(),
-        api: request.entry.spec.slug.clone(),
-        status: "queued".to_owned(),
+        id: TaskId::at(now),
+        account_id: principal.account_id,
+        mode: principal.mode,
+        api: request.entry.slug.clone(),
+        status: TaskStatus::Queued,
         input: request.input.to_string(),
         output: None,
         error: None,
@@ -455,13 +442,13 @@ async fn execute(
         output_tokens: None,
         cost_micros: 0,
         metadata: Value::Object(request.metadata).to_string(),
-        key_id: principal.key_id.clone(),
+        key_id: principal.key_id,
         idempotency_key,
         timeout_ms: request.timeout_ms as i64,
-        sandbox: request.sandbox.map(|s| json!(s).to_string()),
-        events: format!(r#"[{{"status":"queued","at":{now_ms}}}]"#),
-        attempts: "[]".to_owned(),
-        created_at: now_ms,
+        sandbox: request.sandbox,
+        events: TaskEvents::created(now),
+        attempts: Attempts::default(),
+        created_at: now,
         started_at: None,
         completed_at: None,
         runner: None,
@@ -472,25 +459,25 @@ async fn execute(
         return answer(&stored);
     }
     // Wait registered first: a fast task may finish before enqueue returns.
-    let done = app.executor.wait(&task.id);
-    let id = task.id.clone();
+    let done = app.executor.wait(task.id);
+    let id = task.id;
     let stored = match app.executor.enqueue(task).await {
         Ok(stored) => stored,
         Err(e) => {
             drop(done);
-            app.executor.forget(&id);
+            app.executor.forget(id);
             return Err(e.into());
         }
     };
     match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
         Ok(Ok(finished)) => answer(&finished),
         _ => {
-            app.executor.forget(&id);
+            app.executor.forget(id);
             // The task exists from here on: answer with it even if the store
             // cannot be read now, so an Idempotency-Key is not released.
             let current = app
                 .store
-                .get_task_by_id(&id)
+                .get_task_by_id(id)
                 .await
                 .ok()
                 .flatten()
@@ -502,7 +489,7 @@ async fn execute(
 
 /// 200 with a finished task, else 202 with `Location`.
 fn answer(task: &TaskRecord) -> ApiResult<Response> {
-    let finished = matches!(task.status.as_str(), "succeeded" | "failed" | "cancelled");
+    let finished = task.status.is_terminal();
     let status = if finished {
         StatusCode::OK
     } else {
@@ -511,20 +498,20 @@ fn answer(task: &TaskRecord) -> ApiResult<Response> {
     let data = Data::with_status(status, &TaskView::new(task, true))?;
     let stored = StoredAnswer(String::from_utf8_lossy(&data.json).into_owned());
     let mut response = data.into_response();
-    if !finished && let Ok(v) = HeaderValue::from_str(&location(&task.id)) {
+    if !finished && let Ok(v) = HeaderValue::from_str(&location(task.id)) {
         response.headers_mut().insert("location", v);
     }
     response.extensions_mut().insert(stored);
     Ok(response)
 }
 
-async fn check_spend(app: &AppState, principal: &Principal, now_ms: i64) -> ApiResult<()> {
+async fn check_spend(app: &AppState, principal: &Principal, now: Timestamp) -> ApiResult<()> {
     let Some(limit) = principal.monthly_spend_limit_micros else {
         return Ok(());
     };
     let spent = app
         .store
-        .month_spend(&principal.account_id, &month_key(now_ms))
+        .month_spend(principal.account_id, &now.month_key())
         .await?;
     if spent >= limit {
         return Err(ApiError::forbidden(
@@ -547,14 +534,12 @@ pub async fn status(
     Data::ok(&TaskView::new(&task, true))
 }
 
-/// The caller's task, or 404 for anything else (unknown, another account's,
-/// the other mode's).
+/// The caller's task, or 404 for anything else (not an id, unknown, another
+/// account's, the other mode's).
 pub async fn find(app: &AppState, principal: &Principal, id: &str) -> ApiResult<TaskRecord> {
-    if !is_valid(IdKind::Task, id) {
-        return Err(ApiError::task_not_found(id));
-    }
+    let task_id = TaskId::parse(id).map_err(|_| ApiError::task_not_found(id))?;
     app.store
-        .get_task(&principal.account_id, principal.mode.as_str(), id)
+        .get_task(principal.account_id, principal.mode, task_id)
         .await?
         .ok_or_else(|| ApiError::task_not_found(id))
 }

@@ -12,18 +12,14 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::json;
-use taskgate_core::ids::{id_floor, is_valid};
-use taskgate_core::timefmt::parse_rfc3339_ms;
-use taskgate_core::{IdKind, TaskStatus};
-use taskgate_store::TaskQuery;
-use taskgate_store::TaskRecord;
+use taskgate_core::{ApiSlug, TaskId, TaskStatus, Timestamp, Transition};
+use taskgate_store::{TaskQuery, TaskRecord};
 use tokio::sync::mpsc;
 
 use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
-use crate::ratelimit::now_ms;
 use crate::streams::Hub;
 use crate::v1::call::find;
 use crate::v1::{QueryPairs, cursor};
@@ -53,26 +49,24 @@ pub async fn list(
     query: QueryPairs,
 ) -> ApiResult<Data> {
     query.check(&PARAMS)?;
-    let mut q = TaskQuery {
-        account_id: principal.account_id.clone(),
-        mode: principal.mode.as_str().to_owned(),
-        descending: true,
-        limit: query.limit()? + 1,
-        ..Default::default()
-    };
+    let mut q = TaskQuery::new(principal.account_id, principal.mode, query.limit()? + 1);
     if let Some(s) = query.get("status") {
         for part in s.split(',').map(str::trim) {
             let status: TaskStatus = part.parse().map_err(|_| {
                 ApiError::invalid_parameter(
                     "status",
-                    "status must be one or more of queued, running, succeeded, failed, cancelled, comma-separated.",
+                    format!(
+                        "status must be one or more of {}, comma-separated.",
+                        TaskStatus::names()
+                    ),
                 )
             })?;
-            if !q.statuses.iter().any(|x| x == status.as_str()) {
-                q.statuses.push(status.as_str().to_owned());
+            if !q.statuses.contains(&status) {
+                q.statuses.push(status);
             }
         }
     }
+    let mut unknown_api = false;
     if let Some(api) = query.get("api") {
         if api.is_empty() {
             return Err(ApiError::invalid_parameter(
@@ -80,16 +74,20 @@ pub async fn list(
                 "api must be an API slug.",
             ));
         }
-        q.api = Some(api.to_owned());
+        // A name that cannot be a slug names no task: an empty page.
+        match ApiSlug::parse(api) {
+            Ok(slug) => q.api = Some(slug),
+            Err(_) => unknown_api = true,
+        }
     }
     // Ids sort by creation time, so time bounds become id bounds.
     if let Some(t) = query.get("created_after") {
-        let ms = time_param("created_after", t)?;
-        q.id_after = Some(id_floor(IdKind::Task, ms + 1));
+        let at = time_param("created_after", t)?;
+        q.id_after = Some(TaskId::floor(at.plus_ms(1)));
     }
     if let Some(t) = query.get("created_before") {
-        let ms = time_param("created_before", t)?;
-        q.id_before = Some(id_floor(IdKind::Task, ms));
+        let at = time_param("created_before", t)?;
+        q.id_before = Some(TaskId::floor(at));
     }
     match query.get("order") {
         None | Some("desc") => {}
@@ -105,9 +103,7 @@ pub async fn list(
         let bad =
             || ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor.");
         let (descending, last) = cursor::decode("tasks", c).ok_or_else(bad)?;
-        if !is_valid(IdKind::Task, &last) {
-            return Err(bad());
-        }
+        let last = TaskId::parse(&last).map_err(|_| bad())?;
         if query.get("order").is_some() && descending != q.descending {
             return Err(ApiError::invalid_parameter(
                 "cursor",
@@ -128,12 +124,16 @@ pub async fn list(
         *bound = Some(tighter);
     }
     let limit = (q.limit - 1) as usize;
-    let mut rows = app.store.list_tasks(&q).await?;
+    let mut rows = if unknown_api {
+        Vec::new()
+    } else {
+        app.store.list_tasks(&q).await?
+    };
     let has_more = rows.len() > limit;
     rows.truncate(limit);
     let next_cursor = if has_more {
         rows.last()
-            .map(|t| cursor::encode("tasks", q.descending, &t.id))
+            .map(|t| cursor::encode("tasks", q.descending, &t.id.to_string()))
     } else {
         None
     };
@@ -145,8 +145,8 @@ pub async fn list(
     })
 }
 
-fn time_param(name: &str, value: &str) -> ApiResult<i64> {
-    parse_rfc3339_ms(value).ok_or_else(|| {
+fn time_param(name: &str, value: &str) -> ApiResult<Timestamp> {
+    Timestamp::parse_rfc3339(value).ok_or_else(|| {
         ApiError::invalid_parameter(
             name,
             format!("{name} must be an RFC 3339 timestamp, e.g. 2026-11-21T13:45:12Z."),
@@ -168,30 +168,34 @@ pub async fn cancel(
     Auth(principal, ..): Auth<TasksWrite>,
     Path(id): Path<String>,
 ) -> ApiResult<Data> {
-    if !is_valid(IdKind::Task, &id) {
-        return Err(ApiError::task_not_found(&id));
-    }
+    let task_id = TaskId::parse(&id).map_err(|_| ApiError::task_not_found(&id))?;
     let task = app
         .store
         .cancel_task(
-            &principal.account_id,
-            principal.mode.as_str(),
-            &id,
-            now_ms(),
+            principal.account_id,
+            principal.mode,
+            task_id,
+            Timestamp::now(),
         )
         .await?
         .ok_or_else(|| ApiError::task_not_found(&id))?;
-    match task.status.as_str() {
-        "cancelled" => {
+    match task.status {
+        TaskStatus::Cancelled => {
             // Stop the execution now, and answer whoever waits for it.
-            app.executor.cancel_running(&task.id);
+            app.executor.cancel_running(task.id);
             app.executor.notify(&task);
             Data::ok(&TaskView::new(&task, true))
         }
         status => Err(ApiError::conflict(
             "task_not_cancellable",
             format!(
-                "The task has already {status}; only queued or running tasks can be cancelled."
+                "The task has already {status}; only {} tasks can be cancelled.",
+                Transition::Cancel
+                    .from()
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             ),
         )),
     }
@@ -234,10 +238,6 @@ fn sse(event: &str, data: &impl Serialize) -> Bytes {
     Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }
 
-fn is_terminal(status: &str) -> bool {
-    matches!(status, "succeeded" | "failed" | "cancelled")
-}
-
 /// Feeds one reader of a task's stream until the task ends or the reader leaves.
 async fn follow(
     app: Arc<AppState>,
@@ -245,12 +245,12 @@ async fn follow(
     task: TaskRecord,
     tx: mpsc::Sender<Bytes>,
 ) {
-    let id = task.id.clone();
-    if is_terminal(&task.status) {
+    let id = task.id;
+    if task.status.is_terminal() {
         let _ = tx.send(sse("done", &TaskView::new(&task, true))).await;
         return;
     }
-    let mut done = app.executor.wait(&id);
+    let mut done = app.executor.wait(id);
     let mut hub: Option<Arc<Hub>> = None;
     let mut watch = None;
     let mut sent = 0usize;
@@ -260,15 +260,15 @@ async fn follow(
     // Between `find` and `wait` the task may have ended: look once more.
     if let Ok(Some(t)) = app
         .store
-        .get_task(&principal.account_id, principal.mode.as_str(), &id)
+        .get_task(principal.account_id, principal.mode, id)
         .await
-        && is_terminal(&t.status)
+        && t.status.is_terminal()
     {
         finished = Some(t);
     }
     while finished.is_none() {
         if hub.is_none()
-            && let Some(h) = app.executor.streams.get(&id)
+            && let Some(h) = app.executor.streams.get(id)
         {
             watch = Some(h.watch());
             hub = Some(h);
@@ -277,7 +277,7 @@ async fn follow(
             r = &mut done => {
                 finished = match r {
                     Ok(t) => Some(t),
-                    Err(_) => app.store.get_task(&principal.account_id, principal.mode.as_str(), &id).await.ok().flatten(),
+                    Err(_) => app.store.get_task(principal.account_id, principal.mode, id).await.ok().flatten(),
                 };
                 if finished.is_none() {
                     break;
@@ -293,8 +293,8 @@ async fn follow(
                 if last_store_look.elapsed() >= STREAM_STORE_EVERY {
                     // The task may run on another instance: its end shows in the store.
                     last_store_look = tokio::time::Instant::now();
-                    if let Ok(Some(t)) = app.store.get_task(&principal.account_id, principal.mode.as_str(), &id).await
-                        && is_terminal(&t.status)
+                    if let Ok(Some(t)) = app.store.get_task(principal.account_id, principal.mode, id).await
+                        && t.status.is_terminal()
                     {
                         finished = Some(t);
                     }
@@ -323,7 +323,7 @@ async fn follow(
         }
     }
     drop(done);
-    app.executor.forget(&id);
+    app.executor.forget(id);
     if let Some(t) = finished {
         let _ = tx.send(sse("done", &TaskView::new(&t, true))).await;
     }

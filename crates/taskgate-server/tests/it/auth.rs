@@ -686,7 +686,7 @@ async fn rolling_with_grace_keeps_both_keys(backend: Backend) {
         .await;
     let old_client = app.client(&secret(&old));
     old_client.get("apis").await.expect(200);
-    let before = taskgate_core::timefmt::now_ms();
+    let before = taskgate_core::Timestamp::now().unix_ms();
     let new = admin::roll_key(&*app.store, &id(&old), 3_600_000)
         .await
         .expect("roll");
@@ -707,8 +707,9 @@ async fn rolling_with_grace_keeps_both_keys(backend: Backend) {
     old_client.get("apis").await.expect(200);
     new_client.get("apis").await.expect(200);
     let listed = key_by_id(&app, &app.account_id, &id(&old)).await;
-    let expires =
-        taskgate_core::timefmt::parse_rfc3339_ms(listed["expires_at"].as_str().unwrap()).unwrap();
+    let expires = taskgate_core::Timestamp::parse_rfc3339(listed["expires_at"].as_str().unwrap())
+        .unwrap()
+        .unix_ms();
     assert!(
         (before + 3_600_000 - 5_000..=before + 3_600_000 + 60_000).contains(&expires),
         "{listed}"
@@ -731,7 +732,7 @@ async fn last_used_at_is_recorded(backend: Backend) {
         key_by_id(&app, &app.account_id, &id(&used)).await["last_used_at"],
         json!(null)
     );
-    let before = taskgate_core::timefmt::now_ms();
+    let before = taskgate_core::Timestamp::now().unix_ms();
     app.client(&secret(&used)).get("apis").await.expect(200);
     let started = Instant::now();
     let at = loop {
@@ -746,9 +747,11 @@ async fn last_used_at_is_recorded(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(at.ends_with('Z') && at.len() == 24, "{at}");
-    let ms = taskgate_core::timefmt::parse_rfc3339_ms(&at).unwrap();
+    let ms = taskgate_core::Timestamp::parse_rfc3339(&at)
+        .unwrap()
+        .unix_ms();
     assert!(
-        ms >= before - 1_000 && ms <= taskgate_core::timefmt::now_ms() + 1_000,
+        ms >= before - 1_000 && ms <= taskgate_core::Timestamp::now().unix_ms() + 1_000,
         "{at}"
     );
     assert_eq!(

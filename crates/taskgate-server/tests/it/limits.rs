@@ -112,7 +112,9 @@ fn check_refusal(r: &Resp, window: &str, limit: u64) -> u64 {
     assert_eq!(d["limit"], json!(limit), "{}", r.text);
     assert_eq!(d["retry_after"], json!(retry), "{}", r.text);
     let at = d["retry_at"].as_str().expect("retry_at");
-    let at_ms = taskgate_core::timefmt::parse_rfc3339_ms(at).expect("RFC 3339");
+    let at_ms = taskgate_core::Timestamp::parse_rfc3339(at)
+        .expect("RFC 3339")
+        .unix_ms();
     let expected = (unix_now() + retry) as i64 * 1000;
     assert!((at_ms - expected).abs() <= 2_000, "{at} vs now + {retry} s");
     let (named, remaining, t) = parse_ratelimit(r.header("ratelimit").expect("RateLimit on a 429"));
@@ -210,7 +212,7 @@ async fn refused_requests_do_not_count(backend: Backend) {
     let Some(app) = TestApp::builder(backend)
         .plan("tiny")
         .config(|c| {
-            c.plans.insert("roomy".into(), roomy);
+            c.plans.insert("roomy".parse().unwrap(), roomy);
         })
         .start()
         .await
@@ -401,7 +403,7 @@ async fn the_day_limit_holds_for_the_utc_day(backend: Backend) {
         .plan("d")
         .config(|c| {
             c.plans.insert(
-                "d".into(),
+                "d".parse().unwrap(),
                 PlanLimits {
                     per_minute: None,
                     per_day: Some(3),

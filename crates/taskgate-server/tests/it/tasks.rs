@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use taskgate_core::KeyType;
-use taskgate_core::timefmt::parse_rfc3339_ms;
+use taskgate_core::Timestamp;
 
 use crate::utils::{Backend, TestApp, TestClient, both, sentiment};
 
@@ -45,7 +45,9 @@ fn ms(v: &Value) -> i64 {
         s.len() == 24 && s.ends_with('Z') && s.as_bytes()[19] == b'.',
         "not RFC 3339 with ms: {s}"
     );
-    parse_rfc3339_ms(s).unwrap_or_else(|| panic!("unparsable timestamp {s}"))
+    Timestamp::parse_rfc3339(s)
+        .unwrap_or_else(|| panic!("unparsable timestamp {s}"))
+        .unix_ms()
 }
 
 async fn list_shape_and_default_order(backend: Backend) {

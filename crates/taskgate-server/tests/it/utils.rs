@@ -75,7 +75,7 @@ impl TestApp {
             ..Config::default()
         };
         config.plans.insert(
-            "tiny".to_owned(),
+            "tiny".parse().unwrap(),
             PlanLimits {
                 per_minute: Some(5),
                 per_day: Some(8),
@@ -193,7 +193,7 @@ impl Builder {
         let unique = format!(
             "{}_{}",
             std::process::id(),
-            taskgate_core::new_id(taskgate_core::IdKind::Request).to_lowercase()
+            taskgate_core::RequestId::new().to_string().to_lowercase()
         );
         let db = match backend {
             Backend::Sqlite => {

@@ -7,13 +7,15 @@
 //! through their own pool (WAL lets readers run beside the writer).
 
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use rusqlite::types::FromSql;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use taskgate_core::{AccountId, Mode, RunnerId, TaskEvent, TaskId, Timestamp, Transition};
 
-use crate::sql::Param;
-use crate::sql::impl_store;
+use crate::sql::{Dialect, Param, Statements, impl_store};
 use crate::{StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord};
 
 mod readers;
@@ -22,9 +24,12 @@ mod writer;
 use readers::Readers;
 use writer::{Writer, bind};
 
-mod dialect {
-    crate::sql::dialect_statements!("json_insert(events, '$[#]', json(", "))");
-}
+static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
+    Statements::new(&Dialect {
+        append_before: "json_insert(events, '$[#]', json(",
+        append_after: "))",
+    })
+});
 
 pub struct SqliteStore {
     /// Writes off the hot path (accounts, keys, idempotency, leases).
@@ -88,7 +93,7 @@ impl SqliteStore {
     }
 }
 
-impl_store!(SqliteStore, sqlx::Sqlite, "sqlite", dialect);
+impl_store!(SqliteStore, "sqlite", STATEMENTS);
 
 /// The hot-path task writes, through the batching writer with the same SQL
 /// text as the other backends.
@@ -135,16 +140,15 @@ impl SqliteStore {
 
     async fn hot_claim_task(
         &self,
-        id: &str,
-        runner: &str,
-        now: i64,
-        lease_until: i64,
-        event: String,
+        id: TaskId,
+        runner: RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>> {
-        let (id, runner) = (id.to_owned(), runner.to_owned());
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(dialect::CLAIM_TASK)?;
+                let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
                 bind(&mut stmt, &[&id, &now, &runner, &lease_until, &event])?;
                 let mut rows = stmt.raw_query();
                 rows.next()?.map(task_from_row).transpose()
@@ -152,16 +156,21 @@ impl SqliteStore {
             .await
     }
 
-    async fn hot_finish_task(&self, id: &str, f: &TaskFinish) -> StoreResult<bool> {
-        let (id, f) = (id.to_owned(), f.clone());
+    async fn hot_finish_task(
+        &self,
+        id: TaskId,
+        transition: Transition,
+        f: &TaskFinish,
+    ) -> StoreResult<bool> {
+        let f = f.clone();
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(dialect::FINISH_TASK)?;
+                let mut stmt = conn.prepare_cached(STATEMENTS.ending(transition))?;
                 bind(
                     &mut stmt,
                     &[
                         &id,
-                        &f.status,
+                        &transition.to(),
                         &f.output,
                         &f.error,
                         &f.units,
@@ -170,7 +179,7 @@ impl SqliteStore {
                         &f.cost_micros,
                         &f.attempts,
                         &f.completed_at,
-                        &f.event,
+                        &f.event(),
                     ],
                 )?;
                 if stmt.raw_execute()? != 1 {
@@ -179,7 +188,7 @@ impl SqliteStore {
                 }
                 if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
                     let mut spend = conn.prepare_cached(crate::sql::UPSERT_SPEND)?;
-                    let month = taskgate_core::timefmt::month_key(f.completed_at);
+                    let month = f.completed_at.month_key();
                     bind(&mut spend, &[account, &month, &f.cost_micros])?;
                     spend.raw_execute()?;
                 }
@@ -190,16 +199,15 @@ impl SqliteStore {
 
     async fn hot_cancel_task(
         &self,
-        account_id: &str,
-        mode: &str,
-        id: &str,
-        now: i64,
-        event: String,
+        account_id: AccountId,
+        mode: Mode,
+        id: TaskId,
+        now: Timestamp,
+        event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>> {
-        let (account_id, mode, id) = (account_id.to_owned(), mode.to_owned(), id.to_owned());
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(dialect::CANCEL_TASK)?;
+                let mut stmt = conn.prepare_cached(&STATEMENTS.cancel)?;
                 bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
                 let mut rows = stmt.raw_query();
                 rows.next()?.map(task_from_row).transpose()
@@ -211,11 +219,10 @@ impl SqliteStore {
 impl SqliteStore {
     async fn hot_get_task(
         &self,
-        account_id: &str,
-        mode: &str,
-        id: &str,
+        account_id: AccountId,
+        mode: Mode,
+        id: TaskId,
     ) -> StoreResult<Option<TaskRecord>> {
-        let (account_id, mode, id) = (account_id.to_owned(), mode.to_owned(), id.to_owned());
         self.task_reads
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(crate::sql::GET_TASK)?;
@@ -234,8 +241,12 @@ impl SqliteStore {
                 let values: Vec<&dyn rusqlite::ToSql> = params
                     .iter()
                     .map(|p| match p {
-                        Param::Text(s) => s as &dyn rusqlite::ToSql,
-                        Param::Int(i) => i as &dyn rusqlite::ToSql,
+                        Param::Account(v) => v as &dyn rusqlite::ToSql,
+                        Param::Mode(v) => v,
+                        Param::Status(v) => v,
+                        Param::Api(v) => v,
+                        Param::Task(v) => v,
+                        Param::Int(v) => v,
                     })
                     .collect();
                 bind(&mut stmt, &values)?;
@@ -250,32 +261,48 @@ impl SqliteStore {
     }
 }
 
+/// Column `i` of `r`; a value that does not decode is [`StoreError::Corrupt`]
+/// naming the column.
+fn column<T: FromSql>(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<T> {
+    r.get(i).map_err(|e| match e {
+        rusqlite::Error::FromSqlConversionFailure(_, _, source) => StoreError::Corrupt {
+            column: r.as_ref().column_name(i).unwrap_or("?").to_owned(),
+            message: source.to_string(),
+        },
+        rusqlite::Error::InvalidColumnType(_, name, ty) => StoreError::Corrupt {
+            column: name,
+            message: format!("unexpected {ty} value"),
+        },
+        e => StoreError::from(e),
+    })
+}
+
 /// A row of `task_columns!()`, in that order.
-fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
+fn task_from_row(r: &rusqlite::Row<'_>) -> StoreResult<TaskRecord> {
     Ok(TaskRecord {
-        id: r.get(0)?,
-        account_id: r.get(1)?,
-        mode: r.get(2)?,
-        api: r.get(3)?,
-        status: r.get(4)?,
-        input: r.get(5)?,
-        output: r.get(6)?,
-        error: r.get(7)?,
-        units: r.get(8)?,
-        input_tokens: r.get(9)?,
-        output_tokens: r.get(10)?,
-        cost_micros: r.get(11)?,
-        metadata: r.get(12)?,
-        key_id: r.get(13)?,
-        idempotency_key: r.get(14)?,
-        timeout_ms: r.get(15)?,
-        sandbox: r.get(16)?,
-        events: r.get(17)?,
-        attempts: r.get(18)?,
-        created_at: r.get(19)?,
-        started_at: r.get(20)?,
-        completed_at: r.get(21)?,
-        runner: r.get(22)?,
-        lease_until: r.get(23)?,
+        id: column(r, 0)?,
+        account_id: column(r, 1)?,
+        mode: column(r, 2)?,
+        api: column(r, 3)?,
+        status: column(r, 4)?,
+        input: column(r, 5)?,
+        output: column(r, 6)?,
+        error: column(r, 7)?,
+        units: column(r, 8)?,
+        input_tokens: column(r, 9)?,
+        output_tokens: column(r, 10)?,
+        cost_micros: column(r, 11)?,
+        metadata: column(r, 12)?,
+        key_id: column(r, 13)?,
+        idempotency_key: column(r, 14)?,
+        timeout_ms: column(r, 15)?,
+        sandbox: column(r, 16)?,
+        events: column(r, 17)?,
+        attempts: column(r, 18)?,
+        created_at: column(r, 19)?,
+        started_at: column(r, 20)?,
+        completed_at: column(r, 21)?,
+        runner: column(r, 22)?,
+        lease_until: column(r, 23)?,
     })
 }

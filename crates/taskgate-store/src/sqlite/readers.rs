@@ -39,7 +39,7 @@ impl Readers {
     pub async fn run<T, F>(&self, work: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
         let conn = match self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             Some(c) => c,
@@ -55,6 +55,6 @@ impl Readers {
         if idle.len() < KEEP {
             idle.push(conn);
         }
-        Ok(result?)
+        result
     }
 }

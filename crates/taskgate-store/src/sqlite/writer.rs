@@ -29,21 +29,25 @@ trait Job: Send {
 
 struct Typed<T, F> {
     work: Option<F>,
-    result: Option<rusqlite::Result<T>>,
+    result: Option<StoreResult<T>>,
     reply: oneshot::Sender<StoreResult<T>>,
 }
 
 impl<T, F> Job for Typed<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
 {
     fn run(&mut self, conn: &Connection) {
         let Some(work) = self.work.take() else { return };
         let result = conn
             .execute_batch("SAVEPOINT job")
+            .map_err(StoreError::from)
             .and_then(|()| match work(conn) {
-                Ok(v) => conn.execute_batch("RELEASE job").map(|()| v),
+                Ok(v) => conn
+                    .execute_batch("RELEASE job")
+                    .map(|()| v)
+                    .map_err(Into::into),
                 Err(e) => {
                     let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
                     Err(e)
@@ -55,8 +59,8 @@ where
     fn answer(self: Box<Self>, committed: Result<(), String>) {
         let outcome = match (committed, self.result) {
             (Ok(()), Some(Ok(v))) => Ok(v),
-            (Ok(()), Some(Err(e))) => Err(StoreError::Sqlite(e)),
-            (Err(e), _) => Err(StoreError::Corrupt(format!("batch not committed: {e}"))),
+            (Ok(()), Some(Err(e))) => Err(e),
+            (Err(e), _) => Err(StoreError::Batch(e)),
             (Ok(()), None) => Err(StoreError::WriterStopped),
         };
         let _ = self.reply.send(outcome);
@@ -86,7 +90,7 @@ impl Writer {
     pub async fn run<T, F>(&self, work: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Typed {

@@ -2,9 +2,14 @@
 
 use std::sync::Arc;
 
+use taskgate_core::{AccountId, AccountStatus, PlanName};
 use taskgate_store::{AccountUpdate, Store};
 
 use crate::fixtures::account;
+
+fn plan(name: &str) -> PlanName {
+    PlanName::parse(name).expect("a plan name")
+}
 
 pub async fn create_get_list_count(store: Arc<dyn Store>) {
     assert_eq!(store.count_accounts().await.unwrap(), 0);
@@ -13,17 +18,17 @@ pub async fn create_get_list_count(store: Arc<dyn Store>) {
     let mut first = account("Acme");
     first.monthly_spend_limit_micros = None;
     let mut second = account("Globex");
-    second.status = "suspended".to_owned();
-    second.created_at += 1_000;
+    second.status = AccountStatus::Suspended;
+    second.created_at = second.created_at.plus_ms(1_000);
     let third = account("Initech");
     for a in [&first, &second, &third] {
         store.create_account(a).await.expect("create account");
     }
 
     for a in [&first, &second, &third] {
-        assert_eq!(store.get_account(&a.id).await.unwrap().as_ref(), Some(a));
+        assert_eq!(store.get_account(a.id).await.unwrap().as_ref(), Some(a));
     }
-    assert_eq!(store.get_account("acct_missing").await.unwrap(), None);
+    assert_eq!(store.get_account(AccountId::new()).await.unwrap(), None);
 
     // Listed by id, which is creation order.
     let listed = store.list_accounts().await.unwrap();
@@ -32,10 +37,10 @@ pub async fn create_get_list_count(store: Arc<dyn Store>) {
 
     // Ids are unique.
     let mut duplicate = account("Duplicate");
-    duplicate.id = first.id.clone();
+    duplicate.id = first.id;
     assert!(store.create_account(&duplicate).await.is_err());
     assert_eq!(store.count_accounts().await.unwrap(), 3);
-    assert_eq!(store.get_account(&first.id).await.unwrap(), Some(first));
+    assert_eq!(store.get_account(first.id).await.unwrap(), Some(first));
 }
 
 pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
@@ -46,28 +51,28 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
 
     // Nothing to change: the account comes back as it was.
     let same = store
-        .update_account(&original.id, &AccountUpdate::default())
+        .update_account(original.id, &AccountUpdate::default())
         .await
         .unwrap();
     assert_eq!(same.as_ref(), Some(&original));
 
     // Plan only.
     let update = AccountUpdate {
-        plan: Some("scale".to_owned()),
+        plan: Some(plan("scale")),
         ..AccountUpdate::default()
     };
     let mut expected = original.clone();
-    expected.plan = "scale".to_owned();
-    let updated = store.update_account(&original.id, &update).await.unwrap();
+    expected.plan = plan("scale");
+    let updated = store.update_account(original.id, &update).await.unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // Status only; the new plan stays.
     let update = AccountUpdate {
-        status: Some("suspended".to_owned()),
+        status: Some(AccountStatus::Suspended),
         ..AccountUpdate::default()
     };
-    expected.status = "suspended".to_owned();
-    let updated = store.update_account(&original.id, &update).await.unwrap();
+    expected.status = AccountStatus::Suspended;
+    let updated = store.update_account(original.id, &update).await.unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // A new limit.
@@ -76,44 +81,47 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     expected.monthly_spend_limit_micros = Some(7_500_000);
-    let updated = store.update_account(&original.id, &update).await.unwrap();
+    let updated = store.update_account(original.id, &update).await.unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // Some(None) clears the limit; the other fields change together with it.
     let update = AccountUpdate {
-        plan: Some("enterprise".to_owned()),
-        status: Some("active".to_owned()),
+        plan: Some(plan("enterprise")),
+        status: Some(AccountStatus::Active),
         monthly_spend_limit_micros: Some(None),
     };
-    expected.plan = "enterprise".to_owned();
-    expected.status = "active".to_owned();
+    expected.plan = plan("enterprise");
+    expected.status = AccountStatus::Active;
     expected.monthly_spend_limit_micros = None;
-    let updated = store.update_account(&original.id, &update).await.unwrap();
+    let updated = store.update_account(original.id, &update).await.unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // None for the limit leaves "no limit" alone.
     let update = AccountUpdate {
-        plan: Some("starter".to_owned()),
+        plan: Some(plan("starter")),
         ..AccountUpdate::default()
     };
-    expected.plan = "starter".to_owned();
-    let updated = store.update_account(&original.id, &update).await.unwrap();
+    expected.plan = plan("starter");
+    let updated = store.update_account(original.id, &update).await.unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // The update persisted and touched no other account.
     assert_eq!(
-        store.get_account(&original.id).await.unwrap(),
+        store.get_account(original.id).await.unwrap(),
         Some(expected)
     );
-    assert_eq!(store.get_account(&other.id).await.unwrap(), Some(other));
+    assert_eq!(store.get_account(other.id).await.unwrap(), Some(other));
 
     // Unknown account: nothing to update, nothing created.
     let update = AccountUpdate {
-        plan: Some("scale".to_owned()),
+        plan: Some(plan("scale")),
         ..AccountUpdate::default()
     };
     assert_eq!(
-        store.update_account("acct_missing", &update).await.unwrap(),
+        store
+            .update_account(AccountId::new(), &update)
+            .await
+            .unwrap(),
         None
     );
     assert_eq!(store.count_accounts().await.unwrap(), 2);

@@ -3,12 +3,14 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use taskgate_core::{Mode, TaskStatus};
 use taskgate_store::{IdempotencyState, Store};
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
 use crate::fixtures::{
-    MINUTE, T0, begin, event_statuses, fetch, finish, insert, new_account, task,
+    MINUTE, T0, acct, at, begin, event_statuses, fetch, finish, idem, insert, new_account, runner,
+    task, task_of,
 };
 
 /// Runs `n` copies of `op` (given their index) at once, released together;
@@ -85,7 +87,7 @@ pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
 
     // Likewise for an expired record, which restarts once.
     store
-        .idempotency_complete("acct_a", "live", "order-1", 200, "{}")
+        .idempotency_complete(acct("acct_a"), Mode::Live, &idem("order-1"), 200, "{}")
         .await
         .unwrap();
     let results = race(20, |_| {
@@ -112,11 +114,11 @@ pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
 pub async fn concurrent_claim_once(store: Arc<dyn Store>) {
     let queued = insert(&*store, task("acct_a", "live", "language")).await;
     let results = race(20, |i| {
-        let (store, id) = (store.clone(), queued.id.clone());
+        let (store, id) = (store.clone(), queued.id);
         async move {
-            let runner = format!("runner-{i}");
+            let runner_id = runner(&format!("runner-{i}"));
             store
-                .claim_task(&id, &runner, T0 + 10, T0 + MINUTE)
+                .claim_task(id, &runner_id, at(T0 + 10), at(T0 + MINUTE))
                 .await
                 .expect("claim")
         }
@@ -124,35 +126,37 @@ pub async fn concurrent_claim_once(store: Arc<dyn Store>) {
     .await;
     let winners: Vec<_> = results.into_iter().flatten().collect();
     assert_eq!(winners.len(), 1, "exactly one claim wins");
-    let stored = fetch(&*store, &queued.id).await;
+    let stored = fetch(&*store, queued.id).await;
     assert_eq!(stored, winners[0]);
     assert_eq!(event_statuses(&stored), ["queued", "running"]);
 }
 
 pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
-    let queued = insert(&*store, task(&acme.id, "live", "language")).await;
+    let queued = insert(&*store, task_of(acme.id, "live", "language")).await;
     store
-        .claim_task(&queued.id, "runner-1", T0 + 10, T0 + MINUTE)
+        .claim_task(queued.id, &runner("runner-1"), at(T0 + 10), at(T0 + MINUTE))
         .await
         .unwrap()
         .expect("claim");
 
     // A result, a cancellation and the sweeper race; one of them ends the task.
     let results = race(12, |i| {
-        let (store, id, account) = (store.clone(), queued.id.clone(), acme.id.clone());
+        let (store, id, account) = (store.clone(), queued.id, acme.id);
         async move {
             match i % 3 {
                 0 => {
-                    let done = finish("succeeded", 1_000, T0 + 20, Some(&account));
-                    store.finish_task(&id, &done).await.expect("finish")
+                    let done = finish("succeeded", 1_000, T0 + 20, Some(account));
+                    store.finish_task(id, &done).await.expect("finish")
                 }
                 1 => {
-                    let t = store.cancel_task(&account, "live", &id, T0 + 20).await;
-                    t.expect("cancel").expect("task").status == "cancelled"
+                    let t = store
+                        .cancel_task(account, Mode::Live, id, at(T0 + 20))
+                        .await;
+                    t.expect("cancel").expect("task").status == TaskStatus::Cancelled
                 }
                 _ => {
-                    let ids = store.interrupt_expired(T0 + 2 * MINUTE, None).await;
+                    let ids = store.interrupt_expired(at(T0 + 2 * MINUTE), None).await;
                     !ids.expect("interrupt").is_empty()
                 }
             }
@@ -161,10 +165,10 @@ pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
     .await;
     // Cancel reports the state afterwards, so a cancel that lost to another
     // cancel also sees "cancelled"; count ends by event instead.
-    let stored = fetch(&*store, &queued.id).await;
+    let stored = fetch(&*store, queued.id).await;
     let statuses = event_statuses(&stored);
     assert_eq!(statuses.len(), 3, "one end event: {statuses:?}");
-    assert_eq!(statuses[2], stored.status);
+    assert_eq!(statuses[2], stored.status.as_str());
     let finishes = results.iter().step_by(3).filter(|won| **won).count();
     let sweeps = results
         .iter()
@@ -172,14 +176,14 @@ pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
         .step_by(3)
         .filter(|won| **won)
         .count();
-    match stored.status.as_str() {
-        "succeeded" => assert_eq!((finishes, sweeps), (1, 0)),
-        "cancelled" => assert_eq!((finishes, sweeps), (0, 0)),
-        "failed" => assert_eq!((finishes, sweeps), (0, 1)),
+    match stored.status {
+        TaskStatus::Succeeded => assert_eq!((finishes, sweeps), (1, 0)),
+        TaskStatus::Cancelled => assert_eq!((finishes, sweeps), (0, 0)),
+        TaskStatus::Failed => assert_eq!((finishes, sweeps), (0, 1)),
         other => panic!("unexpected end status {other}"),
     }
-    let spend = store.month_spend(&acme.id, "2026-01").await.unwrap();
-    let charged = if stored.status == "succeeded" {
+    let spend = store.month_spend(acme.id, "2026-01").await.unwrap();
+    let charged = if stored.status == TaskStatus::Succeeded {
         1_000
     } else {
         0

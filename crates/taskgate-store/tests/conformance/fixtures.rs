@@ -1,7 +1,20 @@
 //! Rows to store and helpers to read them back.
+//!
+//! The checks name accounts, modes, runners and times the short way
+//! (`acct("acct_a")`, `mode("live")`, `runner("runner-1")`, `at(T0 + 5)`);
+//! these helpers turn the names into the domain types the store takes.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 
 use serde_json::Value;
-use taskgate_core::ids::{IdKind, new_id};
+use taskgate_core::{
+    AccountId, AccountStatus, ApiSlug, Attempt, AttemptOutcome, Attempts, IdempotencyKey, KeyId,
+    KeyType, Mode, PlanName, RunnerId, Scope, Scopes, TaskError, TaskEvent, TaskEvents, TaskId,
+    TaskStatus, Timestamp,
+};
 use taskgate_store::{
     Account, IdempotencyBegin, KeyRecord, Store, TaskFinish, TaskQuery, TaskRecord,
 };
@@ -14,14 +27,55 @@ pub const T0: i64 = 1_767_225_600_000;
 /// 2026-02-01T00:00:00Z.
 pub const FEB: i64 = T0 + 31 * DAY;
 
+/// The time `ms` Unix milliseconds.
+pub fn at(ms: i64) -> Timestamp {
+    Timestamp::from_unix_ms(ms)
+}
+
+/// The account id a check calls `name` (`acct_a`, `acct_b`, …): the same id
+/// for the same name throughout the process.
+pub fn acct(name: &str) -> AccountId {
+    static NAMES: LazyLock<Mutex<HashMap<String, AccountId>>> = LazyLock::new(Default::default);
+    *NAMES
+        .lock()
+        .unwrap()
+        .entry(name.to_owned())
+        .or_insert_with(AccountId::new)
+}
+
+pub fn mode(name: &str) -> Mode {
+    name.parse().expect("a mode")
+}
+
+pub fn status(name: &str) -> TaskStatus {
+    name.parse().expect("a status")
+}
+
+pub fn runner(name: &str) -> RunnerId {
+    RunnerId::parse(name).expect("a runner id")
+}
+
+pub fn api(name: &str) -> ApiSlug {
+    ApiSlug::parse(name).expect("an API slug")
+}
+
+pub fn idem(key: &str) -> IdempotencyKey {
+    IdempotencyKey::parse(key).expect("an idempotency key")
+}
+
+/// A task id no task has.
+pub fn unknown_task() -> TaskId {
+    TaskId::new()
+}
+
 pub fn account(name: &str) -> Account {
     Account {
-        id: new_id(IdKind::Account),
+        id: AccountId::new(),
         name: name.to_owned(),
-        plan: "starter".to_owned(),
-        status: "active".to_owned(),
+        plan: PlanName::parse("starter").unwrap(),
+        status: AccountStatus::Active,
         monthly_spend_limit_micros: Some(25_000_000),
-        created_at: T0,
+        created_at: at(T0),
     }
 }
 
@@ -34,17 +88,17 @@ pub async fn new_account(store: &dyn Store, name: &str) -> Account {
     account
 }
 
-pub fn key(account_id: &str) -> KeyRecord {
+pub fn key(account_id: AccountId) -> KeyRecord {
     KeyRecord {
-        id: new_id(IdKind::Key),
-        account_id: account_id.to_owned(),
+        id: KeyId::new(),
+        account_id,
         name: "default".to_owned(),
-        key_type: "secret".to_owned(),
-        mode: "live".to_owned(),
-        scopes: r#"["tasks:read","tasks:write"]"#.to_owned(),
+        key_type: KeyType::Live,
+        mode: Mode::Live,
+        scopes: Scopes(vec![Scope::TasksRead, Scope::TasksWrite]),
         allowed_apis: None,
         hint: "tg_live_…a1b2".to_owned(),
-        created_at: T0,
+        created_at: at(T0),
         expires_at: None,
         last_used_at: None,
         revoked_at: None,
@@ -64,18 +118,18 @@ pub async fn new_key(store: &dyn Store, key: KeyRecord) -> KeyRecord {
     key
 }
 
-pub fn event(status: &str, at: i64) -> String {
-    format!(r#"{{"status":"{status}","at":{at}}}"#)
+pub fn event(status_name: &str, ms: i64) -> TaskEvent {
+    TaskEvent::new(status(status_name), at(ms))
 }
 
 /// A queued task as the API inserts it.
-pub fn task(account_id: &str, mode: &str, api: &str) -> TaskRecord {
+pub fn task(account_id: &str, mode_name: &str, api_name: &str) -> TaskRecord {
     TaskRecord {
-        id: new_id(IdKind::Task),
-        account_id: account_id.to_owned(),
-        mode: mode.to_owned(),
-        api: api.to_owned(),
-        status: "queued".to_owned(),
+        id: TaskId::new(),
+        account_id: acct(account_id),
+        mode: mode(mode_name),
+        api: api(api_name),
+        status: TaskStatus::Queued,
         input: r#"{"text":"Bonjour tout le monde"}"#.to_owned(),
         output: None,
         error: None,
@@ -84,13 +138,13 @@ pub fn task(account_id: &str, mode: &str, api: &str) -> TaskRecord {
         output_tokens: None,
         cost_micros: 0,
         metadata: r#"{"order":"A-17"}"#.to_owned(),
-        key_id: "key_test".to_owned(),
+        key_id: KeyId::new(),
         idempotency_key: None,
         timeout_ms: 30_000,
         sandbox: None,
-        events: format!("[{}]", event("queued", T0)),
-        attempts: "[]".to_owned(),
-        created_at: T0,
+        events: TaskEvents(vec![event("queued", T0)]),
+        attempts: Attempts::default(),
+        created_at: at(T0),
         started_at: None,
         completed_at: None,
         runner: None,
@@ -98,21 +152,28 @@ pub fn task(account_id: &str, mode: &str, api: &str) -> TaskRecord {
     }
 }
 
+/// A task of an account the check made (rather than one it names).
+pub fn task_of(account_id: AccountId, mode_name: &str, api_name: &str) -> TaskRecord {
+    TaskRecord {
+        account_id,
+        ..task("acct_a", mode_name, api_name)
+    }
+}
+
 /// A task that already ended with `status` (inserted as such).
-pub fn ended_task(account_id: &str, mode: &str, api: &str, status: &str) -> TaskRecord {
+pub fn ended_task(account_id: &str, mode: &str, api: &str, status_name: &str) -> TaskRecord {
     let mut t = task(account_id, mode, api);
-    t.status = status.to_owned();
-    t.output = (status == "succeeded").then(|| r#"{"language":"fr"}"#.to_owned());
-    t.error = (status == "failed").then(|| r#"{"code":"provider_error"}"#.to_owned());
-    t.events = format!(
-        "[{},{},{}]",
+    t.status = status(status_name);
+    t.output = (status_name == "succeeded").then(|| r#"{"language":"fr"}"#.to_owned());
+    t.error = (status_name == "failed").then(|| TaskError::new("provider_error", "boom"));
+    t.events = TaskEvents(vec![
         event("queued", T0),
         event("running", T0 + 1),
-        event(status, T0 + 2)
-    );
-    t.started_at = Some(T0 + 1);
-    t.completed_at = Some(T0 + 2);
-    t.runner = Some("runner-old".to_owned());
+        event(status_name, T0 + 2),
+    ]);
+    t.started_at = Some(at(T0 + 1));
+    t.completed_at = Some(at(T0 + 2));
+    t.runner = Some(runner("runner-old"));
     t
 }
 
@@ -121,7 +182,7 @@ pub async fn insert(store: &dyn Store, task: TaskRecord) -> TaskRecord {
     task
 }
 
-pub async fn fetch(store: &dyn Store, id: &str) -> TaskRecord {
+pub async fn fetch(store: &dyn Store, id: TaskId) -> TaskRecord {
     store
         .get_task_by_id(id)
         .await
@@ -132,99 +193,100 @@ pub async fn fetch(store: &dyn Store, id: &str) -> TaskRecord {
 /// A queued task, inserted and claimed by `runner` at `now`.
 pub async fn running_task(
     store: &dyn Store,
-    account_id: &str,
-    runner: &str,
+    account_id: AccountId,
+    runner_name: &str,
     now: i64,
     lease_until: i64,
 ) -> TaskRecord {
-    let t = insert(store, task(account_id, "live", "language")).await;
+    let t = insert(store, task_of(account_id, "live", "language")).await;
     store
-        .claim_task(&t.id, runner, now, lease_until)
+        .claim_task(t.id, &runner(runner_name), at(now), at(lease_until))
         .await
         .expect("claim")
         .expect("queued task is claimable")
 }
 
+/// An attempt made by the local provider.
+pub fn local_attempt(ms: i64) -> Attempt {
+    Attempt {
+        provider: "local".to_owned(),
+        target: "language".to_owned(),
+        started_at: at(ms),
+        duration_ms: 1,
+        outcome: AttemptOutcome::Succeeded,
+        http_status: None,
+    }
+}
+
 pub fn finish(
-    status: &str,
+    status_name: &str,
     cost_micros: i64,
     completed_at: i64,
-    charge: Option<&str>,
+    charge: Option<AccountId>,
 ) -> TaskFinish {
-    let succeeded = status == "succeeded";
+    let succeeded = status_name == "succeeded";
     TaskFinish {
-        status: status.to_owned(),
+        status: status(status_name),
         output: succeeded.then(|| r#"{"language":"fr","confidence":0.98}"#.to_owned()),
-        error: (!succeeded).then(|| r#"{"code":"provider_error","message":"boom"}"#.to_owned()),
+        error: (!succeeded).then(|| TaskError::new("provider_error", "boom")),
         units: 3,
         input_tokens: Some(12),
         output_tokens: Some(4),
         cost_micros,
-        attempts: r#"[{"provider":"local","ok":true}]"#.to_owned(),
-        completed_at,
-        event: event(status, completed_at),
-        charge_account: charge.map(str::to_owned),
+        attempts: Attempts(vec![local_attempt(completed_at - 1)]),
+        completed_at: at(completed_at),
+        message: None,
+        charge_account: charge,
     }
 }
 
-/// The task's `events` array, which must be valid JSON.
+/// The task's `events`, as the JSON they are stored as.
 pub fn events(t: &TaskRecord) -> Vec<Value> {
-    match serde_json::from_str(&t.events) {
+    match serde_json::to_value(&t.events) {
         Ok(Value::Array(items)) => items,
-        other => panic!(
-            "events of {} is not a JSON array: {other:?} ({})",
-            t.id, t.events
-        ),
+        other => panic!("events of {} is not a JSON array: {other:?}", t.id),
     }
 }
 
 pub fn event_statuses(t: &TaskRecord) -> Vec<String> {
-    events(t)
-        .iter()
-        .map(|e| e["status"].as_str().expect("event status").to_owned())
-        .collect()
+    t.events.iter().map(|e| e.status.to_string()).collect()
 }
 
-/// The `at` of the task's last event.
+/// The `at` of the task's last event, in Unix milliseconds.
 pub fn last_event_at(t: &TaskRecord) -> i64 {
-    events(t).last().expect("an event")["at"]
-        .as_i64()
-        .expect("event at")
+    t.events.last().expect("an event").at.unix_ms()
 }
 
 pub fn error_code(t: &TaskRecord) -> Option<String> {
-    let error: Value = serde_json::from_str(t.error.as_deref()?).expect("error is JSON");
-    error["code"].as_str().map(str::to_owned)
+    t.error.as_ref().map(|e| e.code.clone())
 }
 
-pub fn query(account_id: &str, mode: &str) -> TaskQuery {
+pub fn query(account_id: &str, mode_name: &str) -> TaskQuery {
     TaskQuery {
-        account_id: account_id.to_owned(),
-        mode: mode.to_owned(),
-        limit: 100,
-        ..TaskQuery::default()
+        descending: false,
+        ..TaskQuery::new(acct(account_id), mode(mode_name), 100)
     }
 }
 
-pub async fn list_ids(store: &dyn Store, q: &TaskQuery) -> Vec<String> {
+pub async fn list_ids(store: &dyn Store, q: &TaskQuery) -> Vec<TaskId> {
     let tasks = store.list_tasks(q).await.expect("list tasks");
     tasks.into_iter().map(|t| t.id).collect()
 }
 
-pub fn ids(tasks: &[&TaskRecord]) -> Vec<String> {
-    tasks.iter().map(|t| t.id.clone()).collect()
+pub fn ids(tasks: &[&TaskRecord]) -> Vec<TaskId> {
+    tasks.iter().map(|t| t.id).collect()
 }
 
 /// An idempotency request at `now`: records expire after a day and go stale
 /// after five minutes.
 pub fn begin(account_id: &str, key: &str, request_hash: &str, now: i64) -> IdempotencyBegin {
     IdempotencyBegin {
-        account_id: account_id.to_owned(),
-        mode: "live".to_owned(),
-        key: key.to_owned(),
+        account_id: acct(account_id),
+        mode: Mode::Live,
+        key: idem(key),
         request_hash: request_hash.to_owned(),
-        now,
-        expired_before: now - DAY,
-        stale_before: now - 5 * MINUTE,
+        now: at(now),
+        expired_before: at(now - DAY),
+        stale_before: at(now - 5 * MINUTE),
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::AssertSqlSafe;
 use sqlx::{Connection, PgConnection};
-use taskgate_core::ids::{IdKind, new_id};
+use taskgate_core::RequestId;
 use taskgate_store::Store;
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -17,6 +17,27 @@ const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub async fn sqlite<F, Fut>(check: F)
 where
     F: FnOnce(Arc<dyn Store>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    sqlite_with_url(move |store, _| check(store)).await
+}
+
+/// Runs `check` against a store in a new PostgreSQL database, then drops it.
+///
+/// Without a reachable server this skips (prints `SKIPPED: …`), or fails when
+/// `CI=true`.
+pub async fn postgres<F, Fut>(check: F)
+where
+    F: FnOnce(Arc<dyn Store>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    postgres_with_url(move |store, _| check(store)).await
+}
+
+/// [`sqlite`], for checks that also open the database themselves (its URL).
+pub async fn sqlite_with_url<F, Fut>(check: F)
+where
+    F: FnOnce(Arc<dyn Store>, String) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let path = std::env::temp_dir().join(format!("taskgate_conf_{}.db", unique_suffix()));
@@ -32,13 +53,10 @@ where
     }
 }
 
-/// Runs `check` against a store in a new PostgreSQL database, then drops it.
-///
-/// Without a reachable server this skips (prints `SKIPPED: …`), or fails when
-/// `CI=true`.
-pub async fn postgres<F, Fut>(check: F)
+/// [`postgres`], for checks that also open the database themselves.
+pub async fn postgres_with_url<F, Fut>(check: F)
 where
-    F: FnOnce(Arc<dyn Store>) -> Fut + Send + 'static,
+    F: FnOnce(Arc<dyn Store>, String) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let admin_url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
@@ -93,7 +111,7 @@ where
 /// Connects, migrates twice (migrations must be idempotent) and runs the check.
 async fn run<F, Fut>(url: String, backend: &'static str, check: F)
 where
-    F: FnOnce(Arc<dyn Store>) -> Fut,
+    F: FnOnce(Arc<dyn Store>, String) -> Fut,
     Fut: Future<Output = ()>,
 {
     let store = taskgate_store::connect(&url)
@@ -103,13 +121,13 @@ where
     store.migrate().await.expect("first migrate");
     store.migrate().await.expect("second migrate is a no-op");
     store.ping().await.expect("ping");
-    check(store).await;
+    check(store, url).await;
 }
 
 /// A name part unique across tests and processes: a fresh ULID, lowercased.
 fn unique_suffix() -> String {
-    let id = new_id(IdKind::Request);
-    id.trim_start_matches(IdKind::Request.prefix())
+    let id = RequestId::new().to_string();
+    id.trim_start_matches(RequestId::PREFIX)
         .to_ascii_lowercase()
 }
 

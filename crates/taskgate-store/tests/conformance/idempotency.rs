@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use taskgate_core::Mode;
 use taskgate_store::{IdempotencyBegin, IdempotencyState, Store};
 
-use crate::fixtures::{DAY, MINUTE, T0, begin};
+use crate::fixtures::{DAY, MINUTE, T0, acct, at, begin, idem};
 
 async fn state(store: &dyn Store, b: &IdempotencyBegin) -> IdempotencyState {
     store.idempotency_begin(b).await.expect("idempotency begin")
@@ -35,12 +36,12 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
         IdempotencyState::Started
     );
     let mut test_mode = begin("acct_a", "order-1", "hash-1", T0);
-    test_mode.mode = "test".to_owned();
+    test_mode.mode = Mode::Test;
     assert_eq!(state(s, &test_mode).await, IdempotencyState::Started);
 
     // Completed: the stored answer, byte for byte.
     let response = "{\"id\": \"task_01\",\n  \"status\": \"queued\", \"note\": \"ünïcode ✓\"}";
-    s.idempotency_complete("acct_a", "live", "order-1", 202, response)
+    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("order-1"), 202, response)
         .await
         .unwrap();
     assert_eq!(state(s, &retry).await, done(202, response));
@@ -51,9 +52,15 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
     assert_eq!(state(s, &much_later).await, done(202, response));
 
     // The other scopes are still in progress; completing one touches only it.
-    s.idempotency_complete("acct_b", "live", "order-1", 400, r#"{"error":"bad"}"#)
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_b"),
+        Mode::Live,
+        &idem("order-1"),
+        400,
+        r#"{"error":"bad"}"#,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         state(s, &begin("acct_b", "order-1", "hash-2", T0 + 1)).await,
         done(400, r#"{"error":"bad"}"#)
@@ -61,7 +68,7 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
     assert_eq!(state(s, &test_mode).await, IdempotencyState::InProgress);
 
     // Completing an unknown key does nothing (and does not create it).
-    s.idempotency_complete("acct_a", "live", "never-begun", 200, "{}")
+    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("never-begun"), 200, "{}")
         .await
         .unwrap();
     assert_eq!(
@@ -77,7 +84,7 @@ pub async fn abandon_frees_in_progress_only(store: Arc<dyn Store>) {
 
     // Abandoned (the request failed before an answer): the key is free again,
     // even for another body.
-    s.idempotency_abandon("acct_a", "live", "order-1")
+    s.idempotency_abandon(acct("acct_a"), Mode::Live, &idem("order-1"))
         .await
         .unwrap();
     let other_body = begin("acct_a", "order-1", "hash-2", T0 + 10);
@@ -85,10 +92,10 @@ pub async fn abandon_frees_in_progress_only(store: Arc<dyn Store>) {
     assert_eq!(state(s, &other_body).await, IdempotencyState::InProgress);
 
     // A completed record stays.
-    s.idempotency_complete("acct_a", "live", "order-1", 201, "{}")
+    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("order-1"), 201, "{}")
         .await
         .unwrap();
-    s.idempotency_abandon("acct_a", "live", "order-1")
+    s.idempotency_abandon(acct("acct_a"), Mode::Live, &idem("order-1"))
         .await
         .unwrap();
     assert_eq!(state(s, &other_body).await, done(201, "{}"));
@@ -96,13 +103,13 @@ pub async fn abandon_frees_in_progress_only(store: Arc<dyn Store>) {
     // Only the named key is abandoned; unknown keys are fine.
     let kept = begin("acct_a", "order-2", "hash-1", T0);
     assert_eq!(state(s, &kept).await, IdempotencyState::Started);
-    s.idempotency_abandon("acct_b", "live", "order-2")
+    s.idempotency_abandon(acct("acct_b"), Mode::Live, &idem("order-2"))
         .await
         .unwrap();
-    s.idempotency_abandon("acct_a", "test", "order-2")
+    s.idempotency_abandon(acct("acct_a"), Mode::Test, &idem("order-2"))
         .await
         .unwrap();
-    s.idempotency_abandon("acct_a", "live", "missing")
+    s.idempotency_abandon(acct("acct_a"), Mode::Live, &idem("missing"))
         .await
         .unwrap();
     assert_eq!(state(s, &kept).await, IdempotencyState::InProgress);
@@ -115,7 +122,7 @@ pub async fn expired_records_restart(store: Arc<dyn Store>) {
         state(s, &begin("acct_a", "done", "hash-1", T0)).await,
         IdempotencyState::Started
     );
-    s.idempotency_complete("acct_a", "live", "done", 200, "{}")
+    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("done"), 200, "{}")
         .await
         .unwrap();
     assert_eq!(
@@ -171,33 +178,39 @@ pub async fn stale_records_taken_over_once(store: Arc<dyn Store>) {
     assert_eq!(state(s, &other_body).await, IdempotencyState::Mismatch);
 
     // The new owner completes it; a completed record is never taken over.
-    s.idempotency_complete("acct_a", "live", "order-1", 202, "{\"ok\":true}")
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("order-1"),
+        202,
+        "{\"ok\":true}",
+    )
+    .await
+    .unwrap();
     let much_later = begin("acct_a", "order-1", "hash-1", T0 + 20 * MINUTE);
     assert_eq!(state(s, &much_later).await, done(202, "{\"ok\":true}"));
 }
 
 pub async fn purge_removes_old_records(store: Arc<dyn Store>) {
     let s = &*store;
-    assert_eq!(s.idempotency_purge(T0 + DAY).await.unwrap(), 0);
+    assert_eq!(s.idempotency_purge(at(T0 + DAY)).await.unwrap(), 0);
 
-    for (key, at) in [("a", T0), ("b", T0 + 10), ("c", T0 + 20), ("d", T0 + 30)] {
+    for (key, ms) in [("a", T0), ("b", T0 + 10), ("c", T0 + 20), ("d", T0 + 30)] {
         assert_eq!(
-            state(s, &begin("acct_a", key, "hash-1", at)).await,
+            state(s, &begin("acct_a", key, "hash-1", ms)).await,
             IdempotencyState::Started
         );
     }
-    s.idempotency_complete("acct_a", "live", "a", 200, "{}")
+    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("a"), 200, "{}")
         .await
         .unwrap();
-    s.idempotency_complete("acct_a", "live", "c", 200, "{}")
+    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("c"), 200, "{}")
         .await
         .unwrap();
 
     // Created strictly before the bound: done or not.
-    assert_eq!(s.idempotency_purge(T0 + 20).await.unwrap(), 2);
-    assert_eq!(s.idempotency_purge(T0 + 20).await.unwrap(), 0);
+    assert_eq!(s.idempotency_purge(at(T0 + 20)).await.unwrap(), 2);
+    assert_eq!(s.idempotency_purge(at(T0 + 20)).await.unwrap(), 0);
 
     let now = T0 + 40;
     for key in ["a", "b"] {
@@ -217,5 +230,5 @@ pub async fn purge_removes_old_records(store: Arc<dyn Store>) {
         IdempotencyState::InProgress
     );
 
-    assert_eq!(s.idempotency_purge(now + 1).await.unwrap(), 4);
+    assert_eq!(s.idempotency_purge(at(now + 1)).await.unwrap(), 4);
 }

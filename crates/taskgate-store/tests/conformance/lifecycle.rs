@@ -2,11 +2,13 @@
 
 use std::sync::Arc;
 
+use taskgate_core::{AccountId, Attempt, AttemptOutcome, Attempts, RunnerId, TaskId, TaskStatus};
 use taskgate_store::Store;
 
 use crate::fixtures::{
-    FEB, HOUR, MINUTE, T0, ended_task, error_code, event_statuses, events, fetch, finish, ids,
-    insert, last_event_at, new_account, running_task, task,
+    FEB, HOUR, MINUTE, T0, acct, at, ended_task, error_code, event_statuses, events, fetch, finish,
+    ids, insert, last_event_at, local_attempt, mode, new_account, runner, running_task, task,
+    task_of, unknown_task,
 };
 
 pub async fn claim_only_once(store: Arc<dyn Store>) {
@@ -15,14 +17,17 @@ pub async fn claim_only_once(store: Arc<dyn Store>) {
     let lease = now + MINUTE;
 
     let claimed = store
-        .claim_task(&queued.id, "runner-1", now, lease)
+        .claim_task(queued.id, &runner("runner-1"), at(now), at(lease))
         .await
         .unwrap()
         .expect("a queued task is claimable");
-    assert_eq!(claimed.status, "running");
-    assert_eq!(claimed.started_at, Some(now));
-    assert_eq!(claimed.runner.as_deref(), Some("runner-1"));
-    assert_eq!(claimed.lease_until, Some(lease));
+    assert_eq!(claimed.status, TaskStatus::Running);
+    assert_eq!(claimed.started_at, Some(at(now)));
+    assert_eq!(
+        claimed.runner.as_ref().map(RunnerId::as_str),
+        Some("runner-1")
+    );
+    assert_eq!(claimed.lease_until, Some(at(lease)));
     assert_eq!(claimed.completed_at, None);
     // The rest of the task is untouched.
     assert_eq!(claimed.input, queued.input);
@@ -34,21 +39,21 @@ pub async fn claim_only_once(store: Arc<dyn Store>) {
     assert_eq!(events(&claimed)[0]["at"], T0);
     assert_eq!(last_event_at(&claimed), now);
     // What came back is what is stored.
-    assert_eq!(fetch(&*store, &queued.id).await, claimed);
+    assert_eq!(fetch(&*store, queued.id).await, claimed);
 
     // Only once: a second claim, by anyone, gets nothing and changes nothing.
-    for runner in ["runner-1", "runner-2"] {
+    for name in ["runner-1", "runner-2"] {
         let again = store
-            .claim_task(&queued.id, runner, now + 5, now + HOUR)
+            .claim_task(queued.id, &runner(name), at(now + 5), at(now + HOUR))
             .await;
         assert_eq!(again.unwrap(), None);
     }
-    assert_eq!(fetch(&*store, &queued.id).await, claimed);
+    assert_eq!(fetch(&*store, queued.id).await, claimed);
 
     // Unknown, ended and cancelled tasks cannot be claimed.
     assert_eq!(
         store
-            .claim_task("task_missing", "runner-1", now, lease)
+            .claim_task(unknown_task(), &runner("runner-1"), at(now), at(lease))
             .await
             .unwrap(),
         None
@@ -60,35 +65,38 @@ pub async fn claim_only_once(store: Arc<dyn Store>) {
     .await;
     assert_eq!(
         store
-            .claim_task(&ended.id, "runner-1", now, lease)
+            .claim_task(ended.id, &runner("runner-1"), at(now), at(lease))
             .await
             .unwrap(),
         None
     );
-    assert_eq!(fetch(&*store, &ended.id).await, ended);
+    assert_eq!(fetch(&*store, ended.id).await, ended);
     let cancelled = insert(&*store, task("acct_a", "live", "language")).await;
     store
-        .cancel_task("acct_a", "live", &cancelled.id, now)
+        .cancel_task(acct("acct_a"), mode("live"), cancelled.id, at(now))
         .await
         .unwrap();
     assert_eq!(
         store
-            .claim_task(&cancelled.id, "runner-1", now, lease)
+            .claim_task(cancelled.id, &runner("runner-1"), at(now), at(lease))
             .await
             .unwrap(),
         None
     );
-    assert_eq!(fetch(&*store, &cancelled.id).await.status, "cancelled");
+    assert_eq!(
+        fetch(&*store, cancelled.id).await.status,
+        TaskStatus::Cancelled
+    );
 }
 
 pub async fn finish_only_from_running(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
-    let claimed = running_task(&*store, &acme.id, "runner-1", T0 + 10, T0 + MINUTE).await;
+    let claimed = running_task(&*store, acme.id, "runner-1", T0 + 10, T0 + MINUTE).await;
 
-    let done = finish("succeeded", 1_500, T0 + 20, Some(&acme.id));
-    assert!(store.finish_task(&claimed.id, &done).await.unwrap());
-    let finished = fetch(&*store, &claimed.id).await;
-    assert_eq!(finished.status, "succeeded");
+    let done = finish("succeeded", 1_500, T0 + 20, Some(acme.id));
+    assert!(store.finish_task(claimed.id, &done).await.unwrap());
+    let finished = fetch(&*store, claimed.id).await;
+    assert_eq!(finished.status, TaskStatus::Succeeded);
     assert_eq!(finished.output, done.output);
     assert_eq!(finished.error, None);
     assert_eq!(finished.units, 3);
@@ -96,10 +104,13 @@ pub async fn finish_only_from_running(store: Arc<dyn Store>) {
     assert_eq!(finished.output_tokens, Some(4));
     assert_eq!(finished.cost_micros, 1_500);
     assert_eq!(finished.attempts, done.attempts);
-    assert_eq!(finished.completed_at, Some(T0 + 20));
+    assert_eq!(finished.completed_at, Some(at(T0 + 20)));
     assert_eq!(finished.lease_until, None);
-    assert_eq!(finished.started_at, Some(T0 + 10));
-    assert_eq!(finished.runner.as_deref(), Some("runner-1"));
+    assert_eq!(finished.started_at, Some(at(T0 + 10)));
+    assert_eq!(
+        finished.runner.as_ref().map(RunnerId::as_str),
+        Some("runner-1")
+    );
     assert_eq!(finished.input, claimed.input);
     assert_eq!(
         event_statuses(&finished),
@@ -108,129 +119,125 @@ pub async fn finish_only_from_running(store: Arc<dyn Store>) {
     assert_eq!(last_event_at(&finished), T0 + 20);
 
     // A second finish is refused and changes nothing, spend included.
-    let late = finish("failed", 9_999, T0 + 30, Some(&acme.id));
-    assert!(!store.finish_task(&claimed.id, &late).await.unwrap());
-    assert_eq!(fetch(&*store, &claimed.id).await, finished);
-    assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 1_500);
+    let late = finish("failed", 9_999, T0 + 30, Some(acme.id));
+    assert!(!store.finish_task(claimed.id, &late).await.unwrap());
+    assert_eq!(fetch(&*store, claimed.id).await, finished);
+    assert_eq!(store.month_spend(acme.id, "2026-01").await.unwrap(), 1_500);
 
     // A failure keeps its error.
-    let other = running_task(&*store, &acme.id, "runner-1", T0 + 40, T0 + MINUTE).await;
-    let failure = finish("failed", 0, T0 + 50, Some(&acme.id));
-    assert!(store.finish_task(&other.id, &failure).await.unwrap());
-    let failed = fetch(&*store, &other.id).await;
-    assert_eq!(failed.status, "failed");
+    let other = running_task(&*store, acme.id, "runner-1", T0 + 40, T0 + MINUTE).await;
+    let failure = finish("failed", 0, T0 + 50, Some(acme.id));
+    assert!(store.finish_task(other.id, &failure).await.unwrap());
+    let failed = fetch(&*store, other.id).await;
+    assert_eq!(failed.status, TaskStatus::Failed);
     assert_eq!(failed.output, None);
     assert_eq!(error_code(&failed).as_deref(), Some("provider_error"));
     assert_eq!(event_statuses(&failed), ["queued", "running", "failed"]);
 
     // Never claimed, or unknown: refused.
-    let queued = insert(&*store, task(&acme.id, "live", "language")).await;
-    let early = finish("succeeded", 700, T0 + 60, Some(&acme.id));
-    assert!(!store.finish_task(&queued.id, &early).await.unwrap());
-    assert_eq!(fetch(&*store, &queued.id).await, queued);
-    assert!(!store.finish_task("task_missing", &early).await.unwrap());
-    assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 1_500);
+    let queued = insert(&*store, task_of(acme.id, "live", "language")).await;
+    let early = finish("succeeded", 700, T0 + 60, Some(acme.id));
+    assert!(!store.finish_task(queued.id, &early).await.unwrap());
+    assert_eq!(fetch(&*store, queued.id).await, queued);
+    assert!(!store.finish_task(unknown_task(), &early).await.unwrap());
+    assert_eq!(store.month_spend(acme.id, "2026-01").await.unwrap(), 1_500);
 }
 
 pub async fn finish_charges_spend(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let globex = new_account(&*store, "Globex").await;
-    assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 0);
+    assert_eq!(store.month_spend(acme.id, "2026-01").await.unwrap(), 0);
     assert_eq!(
-        store.month_spend("acct_missing", "2026-01").await.unwrap(),
+        store
+            .month_spend(AccountId::new(), "2026-01")
+            .await
+            .unwrap(),
         0
     );
 
-    let finish_one =
-        async |account: &str, status: &str, cost: i64, at: i64, charge: Option<&str>| {
-            let t = running_task(&*store, account, "runner-1", at - 10, at + MINUTE).await;
-            let done = finish(status, cost, at, charge);
-            assert!(store.finish_task(&t.id, &done).await.unwrap());
-            assert_eq!(fetch(&*store, &t.id).await.cost_micros, cost);
-        };
+    let finish_one = async |account: AccountId,
+                            status: &str,
+                            cost: i64,
+                            when: i64,
+                            charge: Option<AccountId>| {
+        let t = running_task(&*store, account, "runner-1", when - 10, when + MINUTE).await;
+        let done = finish(status, cost, when, charge);
+        assert!(store.finish_task(t.id, &done).await.unwrap());
+        assert_eq!(fetch(&*store, t.id).await.cost_micros, cost);
+    };
 
     // Live costs add up per account and per month of completion.
-    finish_one(&acme.id, "succeeded", 1_200, T0 + HOUR, Some(&acme.id)).await;
-    finish_one(&acme.id, "failed", 300, T0 + 2 * HOUR, Some(&acme.id)).await;
-    finish_one(&acme.id, "succeeded", 4_000, FEB - 1, Some(&acme.id)).await;
-    finish_one(&acme.id, "succeeded", 50, FEB, Some(&acme.id)).await;
-    finish_one(&globex.id, "succeeded", 77, T0 + HOUR, Some(&globex.id)).await;
+    finish_one(acme.id, "succeeded", 1_200, T0 + HOUR, Some(acme.id)).await;
+    finish_one(acme.id, "failed", 300, T0 + 2 * HOUR, Some(acme.id)).await;
+    finish_one(acme.id, "succeeded", 4_000, FEB - 1, Some(acme.id)).await;
+    finish_one(acme.id, "succeeded", 50, FEB, Some(acme.id)).await;
+    finish_one(globex.id, "succeeded", 77, T0 + HOUR, Some(globex.id)).await;
     // No cost, or no account to charge (test mode): no spend.
-    finish_one(&acme.id, "succeeded", 0, T0 + 3 * HOUR, Some(&acme.id)).await;
-    finish_one(&acme.id, "succeeded", 8_000, T0 + 4 * HOUR, None).await;
-    finish_one(&globex.id, "succeeded", 0, FEB + HOUR, Some(&globex.id)).await;
+    finish_one(acme.id, "succeeded", 0, T0 + 3 * HOUR, Some(acme.id)).await;
+    finish_one(acme.id, "succeeded", 8_000, T0 + 4 * HOUR, None).await;
+    finish_one(globex.id, "succeeded", 0, FEB + HOUR, Some(globex.id)).await;
 
-    assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 5_500);
-    assert_eq!(store.month_spend(&acme.id, "2026-02").await.unwrap(), 50);
-    assert_eq!(store.month_spend(&acme.id, "2025-12").await.unwrap(), 0);
-    assert_eq!(store.month_spend(&globex.id, "2026-01").await.unwrap(), 77);
-    assert_eq!(store.month_spend(&globex.id, "2026-02").await.unwrap(), 0);
+    assert_eq!(store.month_spend(acme.id, "2026-01").await.unwrap(), 5_500);
+    assert_eq!(store.month_spend(acme.id, "2026-02").await.unwrap(), 50);
+    assert_eq!(store.month_spend(acme.id, "2025-12").await.unwrap(), 0);
+    assert_eq!(store.month_spend(globex.id, "2026-01").await.unwrap(), 77);
+    assert_eq!(store.month_spend(globex.id, "2026-02").await.unwrap(), 0);
 
     // Large sums need 64 bits.
     let big = 3_000_000_000_000;
-    finish_one(
-        &globex.id,
-        "succeeded",
-        big,
-        FEB + 2 * HOUR,
-        Some(&globex.id),
-    )
-    .await;
-    finish_one(
-        &globex.id,
-        "succeeded",
-        big,
-        FEB + 3 * HOUR,
-        Some(&globex.id),
-    )
-    .await;
+    finish_one(globex.id, "succeeded", big, FEB + 2 * HOUR, Some(globex.id)).await;
+    finish_one(globex.id, "succeeded", big, FEB + 3 * HOUR, Some(globex.id)).await;
     assert_eq!(
-        store.month_spend(&globex.id, "2026-02").await.unwrap(),
+        store.month_spend(globex.id, "2026-02").await.unwrap(),
         2 * big
     );
 }
 
 pub async fn finish_after_cancel_is_dropped(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
-    let claimed = running_task(&*store, &acme.id, "runner-1", T0 + 10, T0 + MINUTE).await;
+    let claimed = running_task(&*store, acme.id, "runner-1", T0 + 10, T0 + MINUTE).await;
     let cancelled = store
-        .cancel_task(&acme.id, "live", &claimed.id, T0 + 15)
+        .cancel_task(acme.id, mode("live"), claimed.id, at(T0 + 15))
         .await
         .unwrap()
         .expect("cancel");
-    assert_eq!(cancelled.status, "cancelled");
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
 
-    let late = finish("succeeded", 2_000, T0 + 20, Some(&acme.id));
-    assert!(!store.finish_task(&claimed.id, &late).await.unwrap());
-    let stored = fetch(&*store, &claimed.id).await;
+    let late = finish("succeeded", 2_000, T0 + 20, Some(acme.id));
+    assert!(!store.finish_task(claimed.id, &late).await.unwrap());
+    let stored = fetch(&*store, claimed.id).await;
     assert_eq!(stored, cancelled);
     assert_eq!(stored.output, None);
     assert_eq!(stored.cost_micros, 0);
     assert_eq!(event_statuses(&stored), ["queued", "running", "cancelled"]);
-    assert_eq!(store.month_spend(&acme.id, "2026-01").await.unwrap(), 0);
+    assert_eq!(store.month_spend(acme.id, "2026-01").await.unwrap(), 0);
 
     // The stopped execution's attempts are recorded, and nothing else moves.
-    let attempts = r#"[{"provider":"openai","outcome":"cancelled"}]"#;
+    let attempts = Attempts(vec![Attempt {
+        provider: "openai".to_owned(),
+        outcome: AttemptOutcome::Cancelled,
+        ..local_attempt(T0 + 15)
+    }]);
     assert!(
         store
-            .record_cancelled_attempts(&claimed.id, attempts)
+            .record_cancelled_attempts(claimed.id, &attempts)
             .await
             .unwrap()
     );
-    let stored = fetch(&*store, &claimed.id).await;
+    let stored = fetch(&*store, claimed.id).await;
     assert_eq!(stored.attempts, attempts);
-    assert_eq!(stored.status, "cancelled");
+    assert_eq!(stored.status, TaskStatus::Cancelled);
     assert_eq!(stored.completed_at, cancelled.completed_at);
 
     // Only a cancelled task's attempts can be set this way.
-    let other = running_task(&*store, &acme.id, "runner-1", T0 + 30, T0 + MINUTE).await;
+    let other = running_task(&*store, acme.id, "runner-1", T0 + 30, T0 + MINUTE).await;
     assert!(
         !store
-            .record_cancelled_attempts(&other.id, attempts)
+            .record_cancelled_attempts(other.id, &attempts)
             .await
             .unwrap()
     );
-    assert_eq!(fetch(&*store, &other.id).await.attempts, other.attempts);
+    assert_eq!(fetch(&*store, other.id).await.attempts, other.attempts);
 }
 
 pub async fn cancel_transitions(store: Arc<dyn Store>) {
@@ -239,43 +246,43 @@ pub async fn cancel_transitions(store: Arc<dyn Store>) {
     // Queued → cancelled.
     let queued = insert(&*store, task(a, "live", "language")).await;
     let cancelled = store
-        .cancel_task(a, "live", &queued.id, T0 + 100)
+        .cancel_task(acct(a), mode("live"), queued.id, at(T0 + 100))
         .await
         .unwrap()
         .expect("cancel a queued task");
-    assert_eq!(cancelled.status, "cancelled");
-    assert_eq!(cancelled.completed_at, Some(T0 + 100));
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
+    assert_eq!(cancelled.completed_at, Some(at(T0 + 100)));
     assert_eq!(cancelled.lease_until, None);
     assert_eq!(cancelled.input, queued.input);
     assert_eq!(event_statuses(&cancelled), ["queued", "cancelled"]);
     assert_eq!(last_event_at(&cancelled), T0 + 100);
-    assert_eq!(fetch(&*store, &queued.id).await, cancelled);
+    assert_eq!(fetch(&*store, queued.id).await, cancelled);
 
     // Running → cancelled, with its event after the running one.
-    let running = running_task(&*store, a, "runner-1", T0 + 200, T0 + HOUR).await;
+    let running = running_task(&*store, acct(a), "runner-1", T0 + 200, T0 + HOUR).await;
     let cancelled_running = store
-        .cancel_task(a, "live", &running.id, T0 + 300)
+        .cancel_task(acct(a), mode("live"), running.id, at(T0 + 300))
         .await
         .unwrap()
         .expect("cancel a running task");
-    assert_eq!(cancelled_running.status, "cancelled");
-    assert_eq!(cancelled_running.completed_at, Some(T0 + 300));
-    assert_eq!(cancelled_running.started_at, Some(T0 + 200));
+    assert_eq!(cancelled_running.status, TaskStatus::Cancelled);
+    assert_eq!(cancelled_running.completed_at, Some(at(T0 + 300)));
+    assert_eq!(cancelled_running.started_at, Some(at(T0 + 200)));
     assert_eq!(cancelled_running.lease_until, None);
     assert_eq!(
         event_statuses(&cancelled_running),
         ["queued", "running", "cancelled"]
     );
-    let at: Vec<_> = events(&cancelled_running)
+    let ats: Vec<_> = events(&cancelled_running)
         .iter()
         .map(|e| e["at"].as_i64())
         .collect();
-    assert_eq!(at, [Some(T0), Some(T0 + 200), Some(T0 + 300)]);
-    assert_eq!(fetch(&*store, &running.id).await, cancelled_running);
+    assert_eq!(ats, [Some(T0), Some(T0 + 200), Some(T0 + 300)]);
+    assert_eq!(fetch(&*store, running.id).await, cancelled_running);
 
     // Cancelling again returns the task unchanged.
     let again = store
-        .cancel_task(a, "live", &running.id, T0 + 400)
+        .cancel_task(acct(a), mode("live"), running.id, at(T0 + 400))
         .await
         .unwrap();
     assert_eq!(again.as_ref(), Some(&cancelled_running));
@@ -284,17 +291,17 @@ pub async fn cancel_transitions(store: Arc<dyn Store>) {
     for status in ["succeeded", "failed"] {
         let ended = insert(&*store, ended_task(a, "live", "language", status)).await;
         let result = store
-            .cancel_task(a, "live", &ended.id, T0 + 500)
+            .cancel_task(acct(a), mode("live"), ended.id, at(T0 + 500))
             .await
             .unwrap();
         assert_eq!(result.as_ref(), Some(&ended));
-        assert_eq!(fetch(&*store, &ended.id).await, ended);
+        assert_eq!(fetch(&*store, ended.id).await, ended);
     }
 
     // Unknown, or someone else's (other account or mode): None, untouched.
     assert_eq!(
         store
-            .cancel_task(a, "live", "task_missing", T0)
+            .cancel_task(acct(a), mode("live"), unknown_task(), at(T0))
             .await
             .unwrap(),
         None
@@ -302,74 +309,77 @@ pub async fn cancel_transitions(store: Arc<dyn Store>) {
     let other = insert(&*store, task(a, "live", "language")).await;
     assert_eq!(
         store
-            .cancel_task("acct_b", "live", &other.id, T0)
+            .cancel_task(acct("acct_b"), mode("live"), other.id, at(T0))
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        store.cancel_task(a, "test", &other.id, T0).await.unwrap(),
+        store
+            .cancel_task(acct(a), mode("test"), other.id, at(T0))
+            .await
+            .unwrap(),
         None
     );
-    assert_eq!(fetch(&*store, &other.id).await, other);
+    assert_eq!(fetch(&*store, other.id).await, other);
 }
 
 pub async fn renew_counts_own_running_tasks(store: Arc<dyn Store>) {
     let a = "acct_a";
-    let mine1 = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
-    let mine2 = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
-    let theirs = running_task(&*store, a, "runner-b", T0, T0 + MINUTE).await;
+    let mine1 = running_task(&*store, acct(a), "runner-a", T0, T0 + MINUTE).await;
+    let mine2 = running_task(&*store, acct(a), "runner-a", T0, T0 + MINUTE).await;
+    let theirs = running_task(&*store, acct(a), "runner-b", T0, T0 + MINUTE).await;
     // runner-a's finished and cancelled tasks are not renewed.
-    let done = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
+    let done = running_task(&*store, acct(a), "runner-a", T0, T0 + MINUTE).await;
     assert!(
         store
-            .finish_task(&done.id, &finish("succeeded", 0, T0 + 5, None))
+            .finish_task(done.id, &finish("succeeded", 0, T0 + 5, None))
             .await
             .unwrap()
     );
-    let gone = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
+    let gone = running_task(&*store, acct(a), "runner-a", T0, T0 + MINUTE).await;
     store
-        .cancel_task(a, "live", &gone.id, T0 + 5)
+        .cancel_task(acct(a), mode("live"), gone.id, at(T0 + 5))
         .await
         .unwrap();
     let queued = insert(&*store, task(a, "live", "language")).await;
-    let lost = running_task(&*store, a, "runner-a", T0, T0 + MINUTE).await;
+    let lost = running_task(&*store, acct(a), "runner-a", T0, T0 + MINUTE).await;
     // Every id the runner names, but only its running ones are renewed; a
     // running task it does not name (its execution was lost) is not.
-    let named: Vec<String> = [&mine1, &mine2, &theirs, &done, &gone, &queued]
+    let named: Vec<TaskId> = [&mine1, &mine2, &theirs, &done, &gone, &queued]
         .iter()
-        .map(|t| t.id.clone())
+        .map(|t| t.id)
         .collect();
 
     assert_eq!(
         store
-            .renew_leases("runner-a", &named, T0 + 2 * MINUTE)
+            .renew_leases(&runner("runner-a"), &named, at(T0 + 2 * MINUTE))
             .await
             .unwrap(),
         2
     );
-    assert_eq!(fetch(&*store, &lost.id).await, lost);
+    assert_eq!(fetch(&*store, lost.id).await, lost);
     for t in [&mine1, &mine2] {
-        let renewed = fetch(&*store, &t.id).await;
-        assert_eq!(renewed.lease_until, Some(T0 + 2 * MINUTE));
-        assert_eq!(renewed.status, "running");
+        let renewed = fetch(&*store, t.id).await;
+        assert_eq!(renewed.lease_until, Some(at(T0 + 2 * MINUTE)));
+        assert_eq!(renewed.status, TaskStatus::Running);
         assert_eq!(renewed.events, t.events);
     }
-    assert_eq!(fetch(&*store, &theirs.id).await, theirs);
-    assert_eq!(fetch(&*store, &done.id).await.lease_until, None);
-    assert_eq!(fetch(&*store, &gone.id).await.lease_until, None);
-    assert_eq!(fetch(&*store, &queued.id).await, queued);
+    assert_eq!(fetch(&*store, theirs.id).await, theirs);
+    assert_eq!(fetch(&*store, done.id).await.lease_until, None);
+    assert_eq!(fetch(&*store, gone.id).await.lease_until, None);
+    assert_eq!(fetch(&*store, queued.id).await, queued);
 
     assert_eq!(
         store
-            .renew_leases("runner-b", &named, T0 + 3 * MINUTE)
+            .renew_leases(&runner("runner-b"), &named, at(T0 + 3 * MINUTE))
             .await
             .unwrap(),
         1
     );
     assert_eq!(
         store
-            .renew_leases("runner-z", &named, T0 + 3 * MINUTE)
+            .renew_leases(&runner("runner-z"), &named, at(T0 + 3 * MINUTE))
             .await
             .unwrap(),
         0
@@ -380,70 +390,73 @@ pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
     let a = "acct_a";
     let now = T0 + HOUR;
     // runner-a stopped renewing: its lease ran out.
-    let expired = running_task(&*store, a, "runner-a", T0, now - MINUTE).await;
+    let expired = running_task(&*store, acct(a), "runner-a", T0, now - MINUTE).await;
     // runner-b is alive: its fresh lease is respected.
-    let alive = running_task(&*store, a, "runner-b", T0, now + MINUTE).await;
+    let alive = running_task(&*store, acct(a), "runner-b", T0, now + MINUTE).await;
     // runner-dead is this instance's previous life: its lease is still fresh.
-    let orphan = running_task(&*store, a, "runner-dead", T0, now + MINUTE).await;
+    let orphan = running_task(&*store, acct(a), "runner-dead", T0, now + MINUTE).await;
     let queued = insert(&*store, task(a, "live", "language")).await;
     let ended = insert(&*store, ended_task(a, "live", "language", "succeeded")).await;
 
     assert_eq!(
-        store.interrupt_expired(now, None).await.unwrap(),
+        store.interrupt_expired(at(now), None).await.unwrap(),
         ids(&[&expired])
     );
-    let interrupted = fetch(&*store, &expired.id).await;
-    assert_eq!(interrupted.status, "failed");
+    let interrupted = fetch(&*store, expired.id).await;
+    assert_eq!(interrupted.status, TaskStatus::Failed);
     assert_eq!(error_code(&interrupted).as_deref(), Some("interrupted"));
-    assert_eq!(interrupted.completed_at, Some(now));
+    assert_eq!(interrupted.completed_at, Some(at(now)));
     assert_eq!(interrupted.lease_until, None);
     assert_eq!(
         event_statuses(&interrupted),
         ["queued", "running", "failed"]
     );
     assert_eq!(last_event_at(&interrupted), now);
-    assert_eq!(fetch(&*store, &orphan.id).await, orphan);
+    assert_eq!(fetch(&*store, orphan.id).await, orphan);
 
     // The dead runner's tasks end whatever their lease; others stay.
     let dead = store
-        .interrupt_expired(now, Some("runner-dead"))
+        .interrupt_expired(at(now), Some(&runner("runner-dead")))
         .await
         .unwrap();
     assert_eq!(dead, ids(&[&orphan]));
-    let interrupted = fetch(&*store, &orphan.id).await;
-    assert_eq!(interrupted.status, "failed");
+    let interrupted = fetch(&*store, orphan.id).await;
+    assert_eq!(interrupted.status, TaskStatus::Failed);
     assert_eq!(error_code(&interrupted).as_deref(), Some("interrupted"));
     assert_eq!(
         event_statuses(&interrupted),
         ["queued", "running", "failed"]
     );
 
-    assert_eq!(fetch(&*store, &alive.id).await, alive);
-    assert_eq!(fetch(&*store, &queued.id).await, queued);
-    assert_eq!(fetch(&*store, &ended.id).await, ended);
+    assert_eq!(fetch(&*store, alive.id).await, alive);
+    assert_eq!(fetch(&*store, queued.id).await, queued);
+    assert_eq!(fetch(&*store, ended.id).await, ended);
 
     // Nothing left to interrupt; a late result of an interrupted task is dropped.
     assert!(
         store
-            .interrupt_expired(now, Some("runner-dead"))
+            .interrupt_expired(at(now), Some(&runner("runner-dead")))
             .await
             .unwrap()
             .is_empty()
     );
-    let late = finish("succeeded", 100, now + 1, Some(a));
-    assert!(!store.finish_task(&expired.id, &late).await.unwrap());
-    assert_eq!(fetch(&*store, &expired.id).await.status, "failed");
+    let late = finish("succeeded", 100, now + 1, Some(acct(a)));
+    assert!(!store.finish_task(expired.id, &late).await.unwrap());
+    assert_eq!(fetch(&*store, expired.id).await.status, TaskStatus::Failed);
 
     // Once its lease runs out, the live runner's task is interrupted too.
     let later = now + 2 * MINUTE;
     assert_eq!(
-        store.interrupt_expired(later, None).await.unwrap(),
+        store.interrupt_expired(at(later), None).await.unwrap(),
         ids(&[&alive])
     );
     // Several at once.
-    let x = running_task(&*store, a, "runner-c", later, later + MINUTE).await;
-    let y = running_task(&*store, a, "runner-c", later, later + MINUTE).await;
-    let mut both = store.interrupt_expired(later + HOUR, None).await.unwrap();
+    let x = running_task(&*store, acct(a), "runner-c", later, later + MINUTE).await;
+    let y = running_task(&*store, acct(a), "runner-c", later, later + MINUTE).await;
+    let mut both = store
+        .interrupt_expired(at(later + HOUR), None)
+        .await
+        .unwrap();
     both.sort();
     assert_eq!(both, ids(&[&x, &y]));
 }

@@ -2,64 +2,72 @@
 
 use std::sync::Arc;
 
+use taskgate_core::{
+    Attempt, AttemptOutcome, Attempts, Mode, SandboxControls, SandboxOutcome, TaskError, TaskStatus,
+};
 use taskgate_store::{Store, TaskRecord};
 
-use crate::fixtures::{T0, ended_task, fetch, ids, insert, list_ids, query, task};
+use crate::fixtures::{
+    T0, acct, api, at, ended_task, fetch, idem, ids, insert, list_ids, local_attempt, mode, query,
+    runner, status, task, unknown_task,
+};
 
 pub async fn insert_and_get_scoped(store: Arc<dyn Store>) {
     // Every optional field set, so each column round-trips.
     let mut full = task("acct_a", "live", "sentiment");
-    full.status = "succeeded".to_owned();
+    full.status = TaskStatus::Succeeded;
     full.output = Some(r#"{"label":"positive","score":0.91}"#.to_owned());
-    full.error = Some(r#"{"code":"partial","message":"one attempt failed"}"#.to_owned());
+    full.error = Some(TaskError::new("partial", "one attempt failed"));
     full.units = 2;
     full.input_tokens = Some(1_234);
     full.output_tokens = Some(56);
     full.cost_micros = 9_007_199_254_740_993; // needs 64 bits
-    full.idempotency_key = Some("idem-1".to_owned());
-    full.sandbox = Some(r#"{"fail":"never"}"#.to_owned());
-    full.attempts =
-        r#"[{"provider":"local","ok":false},{"provider":"local","ok":true}]"#.to_owned();
-    full.started_at = Some(T0 + 1);
-    full.completed_at = Some(T0 + 2);
-    full.runner = Some("runner-1".to_owned());
-    full.lease_until = Some(T0 + 60_000);
+    full.idempotency_key = Some(idem("idem-1"));
+    full.sandbox = Some(SandboxControls {
+        delay_ms: 250,
+        outcome: SandboxOutcome::Failed,
+        error_code: Some("upstream_timeout".to_owned()),
+    });
+    full.attempts = Attempts(vec![
+        Attempt {
+            outcome: AttemptOutcome::Failed,
+            http_status: Some(503),
+            ..local_attempt(T0 + 1)
+        },
+        local_attempt(T0 + 2),
+    ]);
+    full.started_at = Some(at(T0 + 1));
+    full.completed_at = Some(at(T0 + 2));
+    full.runner = Some(runner("runner-1"));
+    full.lease_until = Some(at(T0 + 60_000));
     let full = insert(&*store, full).await;
     let minimal = insert(&*store, task("acct_a", "test", "language")).await;
 
     for t in [&full, &minimal] {
-        let got = store.get_task(&t.account_id, &t.mode, &t.id).await.unwrap();
+        let got = store.get_task(t.account_id, t.mode, t.id).await.unwrap();
         assert_eq!(got.as_ref(), Some(t));
-        assert_eq!(store.get_task_by_id(&t.id).await.unwrap().as_ref(), Some(t));
+        assert_eq!(store.get_task_by_id(t.id).await.unwrap().as_ref(), Some(t));
     }
 
     // Scoped reads: another account or mode does not see the task.
+    let (a, b) = (acct("acct_a"), acct("acct_b"));
+    assert_eq!(store.get_task(b, Mode::Live, full.id).await.unwrap(), None);
+    assert_eq!(store.get_task(a, Mode::Test, full.id).await.unwrap(), None);
     assert_eq!(
-        store.get_task("acct_b", "live", &full.id).await.unwrap(),
+        store.get_task(a, Mode::Live, minimal.id).await.unwrap(),
         None
     );
     assert_eq!(
-        store.get_task("acct_a", "test", &full.id).await.unwrap(),
+        store.get_task(a, Mode::Live, unknown_task()).await.unwrap(),
         None
     );
-    assert_eq!(
-        store.get_task("acct_a", "live", &minimal.id).await.unwrap(),
-        None
-    );
-    assert_eq!(
-        store
-            .get_task("acct_a", "live", "task_missing")
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(store.get_task_by_id("task_missing").await.unwrap(), None);
+    assert_eq!(store.get_task_by_id(unknown_task()).await.unwrap(), None);
 
     // Ids are unique.
     let mut duplicate = task("acct_b", "live", "language");
-    duplicate.id = full.id.clone();
+    duplicate.id = full.id;
     assert!(store.insert_task(&duplicate).await.is_err());
-    assert_eq!(fetch(&*store, &full.id).await, full);
+    assert_eq!(fetch(&*store, full.id).await, full);
 }
 
 /// What a list returns for a task: everything but the two large documents.
@@ -77,10 +85,10 @@ pub async fn list_filters(store: Arc<dyn Store>) {
     let succeeded = insert(&*store, ended_task(a, "live", "sentiment", "succeeded")).await;
     let failed = insert(&*store, ended_task(a, "live", "language", "failed")).await;
     let mut running = task(a, "live", "sentiment");
-    running.status = "running".to_owned();
-    running.runner = Some("runner-1".to_owned());
-    running.started_at = Some(T0 + 1);
-    running.lease_until = Some(T0 + 30_000);
+    running.status = TaskStatus::Running;
+    running.runner = Some(runner("runner-1"));
+    running.started_at = Some(at(T0 + 1));
+    running.lease_until = Some(at(T0 + 30_000));
     let running = insert(&*store, running).await;
     let cancelled = insert(&*store, ended_task(a, "live", "language", "cancelled")).await;
     // Same account in test mode, and another account: never listed below.
@@ -99,43 +107,41 @@ pub async fn list_filters(store: Arc<dyn Store>) {
 
     // One status, several statuses, a status nothing has.
     let mut q = query(a, "live");
-    q.statuses = vec!["succeeded".to_owned()];
+    q.statuses = vec![status("succeeded")];
     assert_eq!(list_ids(&*store, &q).await, ids(&[&succeeded]));
-    q.statuses = vec![
-        "queued".to_owned(),
-        "failed".to_owned(),
-        "cancelled".to_owned(),
-    ];
+    q.statuses = vec![status("queued"), status("failed"), status("cancelled")];
     assert_eq!(
         list_ids(&*store, &q).await,
         ids(&[&queued, &failed, &cancelled])
     );
-    q.statuses = vec!["running".to_owned(), "succeeded".to_owned()];
+    q.statuses = vec![status("running"), status("succeeded")];
     assert_eq!(list_ids(&*store, &q).await, ids(&[&succeeded, &running]));
-    q.statuses = vec!["expired".to_owned()];
-    assert!(list_ids(&*store, &q).await.is_empty());
+    // Every status has a live task here; the test mode has one succeeded task.
+    let mut none = query(a, "test");
+    none.statuses = vec![status("failed")];
+    assert!(list_ids(&*store, &none).await.is_empty());
 
     // The api filter, alone and with statuses.
     let mut q = query(a, "live");
-    q.api = Some("language".to_owned());
+    q.api = Some(api("language"));
     assert_eq!(
         list_ids(&*store, &q).await,
         ids(&[&queued, &failed, &cancelled])
     );
-    q.statuses = vec!["failed".to_owned(), "succeeded".to_owned()];
+    q.statuses = vec![status("failed"), status("succeeded")];
     assert_eq!(list_ids(&*store, &q).await, ids(&[&failed]));
-    q.api = Some("sentiment".to_owned());
+    q.api = Some(api("sentiment"));
     assert_eq!(list_ids(&*store, &q).await, ids(&[&succeeded]));
-    q.api = Some("translate".to_owned());
+    q.api = Some(api("translate"));
     q.statuses.clear();
     assert!(list_ids(&*store, &q).await.is_empty());
 
     // Scoping by account and mode.
     let mut q = query(a, "test");
     assert_eq!(list_ids(&*store, &q).await.len(), 1);
-    q.account_id = "acct_b".to_owned();
+    q.account_id = acct("acct_b");
     assert_eq!(list_ids(&*store, &q).await.len(), 0);
-    q.mode = "live".to_owned();
+    q.mode = mode("live");
     assert_eq!(list_ids(&*store, &q).await.len(), 1);
     assert!(list_ids(&*store, &query("acct_c", "live")).await.is_empty());
 }
@@ -148,7 +154,7 @@ pub async fn list_bounds_order_limit(store: Arc<dyn Store>) {
         made.push(insert(&*store, task(a, "live", api)).await);
     }
     let t: Vec<&TaskRecord> = made.iter().collect();
-    let rev = |v: &[&TaskRecord]| v.iter().rev().map(|t| t.id.clone()).collect::<Vec<_>>();
+    let rev = |v: &[&TaskRecord]| v.iter().rev().map(|t| t.id).collect::<Vec<_>>();
 
     // Order and limit.
     let mut q = query(a, "live");
@@ -164,26 +170,26 @@ pub async fn list_bounds_order_limit(store: Arc<dyn Store>) {
 
     // Bounds are strict.
     let mut q = query(a, "live");
-    q.id_after = Some(t[2].id.clone());
+    q.id_after = Some(t[2].id);
     assert_eq!(list_ids(&*store, &q).await, ids(&t[3..]));
     q.id_after = None;
-    q.id_before = Some(t[2].id.clone());
+    q.id_before = Some(t[2].id);
     assert_eq!(list_ids(&*store, &q).await, ids(&t[..2]));
-    q.id_after = Some(t[1].id.clone());
-    q.id_before = Some(t[5].id.clone());
+    q.id_after = Some(t[1].id);
+    q.id_before = Some(t[5].id);
     assert_eq!(list_ids(&*store, &q).await, ids(&t[2..5]));
     q.descending = true;
     assert_eq!(list_ids(&*store, &q).await, rev(&t[2..5]));
     q.limit = 2;
     assert_eq!(list_ids(&*store, &q).await, rev(&t[3..5]));
-    q.id_after = Some(t[4].id.clone());
-    q.id_before = Some(t[4].id.clone());
+    q.id_after = Some(t[4].id);
+    q.id_before = Some(t[4].id);
     assert!(list_ids(&*store, &q).await.is_empty());
 
     // Bounds combine with filters.
     let mut q = query(a, "live");
-    q.api = Some("language".to_owned());
-    q.id_after = Some(t[0].id.clone());
+    q.api = Some(api("language"));
+    q.id_after = Some(t[0].id);
     assert_eq!(list_ids(&*store, &q).await, ids(&[t[2], t[4], t[6]]));
 
     // Keyset pagination visits every task once, in either direction.
@@ -236,11 +242,11 @@ pub async fn queued_ids_oldest_first(store: Arc<dyn Store>) {
 
     // A claimed or cancelled task leaves the queue.
     store
-        .claim_task(&q2.id, "runner-1", T0 + 10, T0 + 60_000)
+        .claim_task(q2.id, &runner("runner-1"), at(T0 + 10), at(T0 + 60_000))
         .await
         .unwrap();
     store
-        .cancel_task("acct_a", "live", &q3.id, T0 + 10)
+        .cancel_task(acct("acct_a"), Mode::Live, q3.id, at(T0 + 10))
         .await
         .unwrap();
     assert_eq!(store.queued_task_ids(100).await.unwrap(), ids(&[&q1, &q4]));

@@ -215,7 +215,7 @@ async fn a_rate_limit_is_retried() {
     assert_eq!(r.unwrap().output["text"], "Hi");
     let statuses: Vec<_> = ctx.attempts().iter().map(|a| a.http_status).collect();
     assert_eq!(statuses, vec![Some(429), Some(200)]);
-    assert_eq!(ctx.attempts()[0].outcome, "failed");
+    assert_eq!(ctx.attempts()[0].outcome.as_str(), "failed");
     assert_eq!(fake.requests(), 2);
 }
 

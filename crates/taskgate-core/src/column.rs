@@ -1,0 +1,277 @@
+//! How each domain type is stored in a database column, defined once per
+//! type, and the database drivers' traits derived from that one definition:
+//! sqlx `Type`/`Encode`/`Decode` (feature `sqlx`, for any sqlx database) and
+//! rusqlite `ToSql`/`FromSql` (feature `rusqlite`).
+//!
+//! A value that does not decode (an unknown status, a malformed id, a JSON
+//! document of the wrong shape) is an error naming what was expected; the
+//! store reports it as a corrupt column, never as a default.
+
+use std::borrow::Cow;
+
+use crate::account::{AccountStatus, ApiList, ApiSlug, PlanName};
+use crate::attempt::Attempts;
+use crate::ids::{AccountId, KeyId, RequestId, RunnerId, TaskId, UserId};
+use crate::key::{KeyType, Mode, Scopes};
+use crate::task::{IdempotencyKey, SandboxControls, TaskError, TaskEvent, TaskEvents, TaskStatus};
+
+/// A type stored as one TEXT column.
+pub trait TextColumn: Sized {
+    fn to_text(&self) -> Cow<'_, str>;
+    fn from_text(s: &str) -> Result<Self, String>;
+}
+
+macro_rules! text_by_str {
+    ($($t:ty),* $(,)?) => {$(
+        impl TextColumn for $t {
+            fn to_text(&self) -> Cow<'_, str> {
+                Cow::Borrowed(self.as_str())
+            }
+            fn from_text(s: &str) -> Result<Self, String> {
+                s.parse::<$t>().map_err(|e| e.to_string())
+            }
+        }
+    )*};
+}
+
+macro_rules! text_by_display {
+    ($($t:ty),* $(,)?) => {$(
+        impl TextColumn for $t {
+            fn to_text(&self) -> Cow<'_, str> {
+                Cow::Owned(self.to_string())
+            }
+            fn from_text(s: &str) -> Result<Self, String> {
+                s.parse::<$t>().map_err(|e| e.to_string())
+            }
+        }
+    )*};
+}
+
+macro_rules! text_by_json {
+    ($($t:ty),* $(,)?) => {$(
+        impl TextColumn for $t {
+            fn to_text(&self) -> Cow<'_, str> {
+                // These types serialize infallibly: plain structs of strings,
+                // numbers and enums.
+                Cow::Owned(serde_json::to_string(self).unwrap_or_default())
+            }
+            fn from_text(s: &str) -> Result<Self, String> {
+                serde_json::from_str(s).map_err(|e| e.to_string())
+            }
+        }
+    )*};
+}
+
+text_by_str!(
+    TaskStatus,
+    Mode,
+    KeyType,
+    AccountStatus,
+    PlanName,
+    ApiSlug,
+    RunnerId,
+    IdempotencyKey,
+);
+text_by_display!(TaskId, KeyId, AccountId, RequestId, UserId);
+text_by_json!(
+    TaskEvents,
+    TaskEvent,
+    Attempts,
+    Scopes,
+    ApiList,
+    SandboxControls,
+    TaskError,
+);
+
+#[cfg(feature = "sqlx")]
+mod sqlx_impls {
+    use sqlx::encode::IsNull;
+    use sqlx::error::BoxDynError;
+    use sqlx::{Database, Decode, Encode, Type};
+
+    use super::*;
+    use crate::Timestamp;
+
+    macro_rules! sqlx_text {
+        ($($t:ty),* $(,)?) => {$(
+            impl<DB: Database> Type<DB> for $t
+            where
+                String: Type<DB>,
+            {
+                fn type_info() -> DB::TypeInfo {
+                    <String as Type<DB>>::type_info()
+                }
+                fn compatible(ty: &DB::TypeInfo) -> bool {
+                    <String as Type<DB>>::compatible(ty)
+                }
+            }
+
+            impl<'q, DB: Database> Encode<'q, DB> for $t
+            where
+                String: Encode<'q, DB>,
+            {
+                fn encode_by_ref(
+                    &self,
+                    buf: &mut <DB as Database>::ArgumentBuffer,
+                ) -> Result<IsNull, BoxDynError> {
+                    <String as Encode<'q, DB>>::encode(self.to_text().into_owned(), buf)
+                }
+            }
+
+            impl<'r, DB: Database> Decode<'r, DB> for $t
+            where
+                &'r str: Decode<'r, DB>,
+            {
+                fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+                    let text = <&'r str as Decode<'r, DB>>::decode(value)?;
+                    Ok(<$t as TextColumn>::from_text(text)?)
+                }
+            }
+        )*};
+    }
+
+    sqlx_text!(
+        TaskStatus,
+        Mode,
+        KeyType,
+        AccountStatus,
+        PlanName,
+        ApiSlug,
+        RunnerId,
+        IdempotencyKey,
+        TaskId,
+        KeyId,
+        AccountId,
+        RequestId,
+        UserId,
+        TaskEvents,
+        TaskEvent,
+        Attempts,
+        Scopes,
+        ApiList,
+        SandboxControls,
+        TaskError,
+    );
+
+    impl<DB: Database> Type<DB> for Timestamp
+    where
+        i64: Type<DB>,
+    {
+        fn type_info() -> DB::TypeInfo {
+            <i64 as Type<DB>>::type_info()
+        }
+        fn compatible(ty: &DB::TypeInfo) -> bool {
+            <i64 as Type<DB>>::compatible(ty)
+        }
+    }
+
+    impl<'q, DB: Database> Encode<'q, DB> for Timestamp
+    where
+        i64: Encode<'q, DB>,
+    {
+        fn encode_by_ref(
+            &self,
+            buf: &mut <DB as Database>::ArgumentBuffer,
+        ) -> Result<IsNull, BoxDynError> {
+            <i64 as Encode<'q, DB>>::encode(self.unix_ms(), buf)
+        }
+    }
+
+    impl<'r, DB: Database> Decode<'r, DB> for Timestamp
+    where
+        i64: Decode<'r, DB>,
+    {
+        fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+            Ok(Timestamp::from_unix_ms(<i64 as Decode<'r, DB>>::decode(
+                value,
+            )?))
+        }
+    }
+}
+
+#[cfg(feature = "rusqlite")]
+mod rusqlite_impls {
+    use rusqlite::types::{
+        FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, Value, ValueRef,
+    };
+
+    use super::*;
+    use crate::Timestamp;
+
+    macro_rules! rusqlite_text {
+        ($($t:ty),* $(,)?) => {$(
+            impl ToSql for $t {
+                fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                    Ok(match self.to_text() {
+                        Cow::Borrowed(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+                        Cow::Owned(s) => ToSqlOutput::Owned(Value::Text(s)),
+                    })
+                }
+            }
+
+            impl FromSql for $t {
+                fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                    <$t as TextColumn>::from_text(value.as_str()?)
+                        .map_err(|e| FromSqlError::Other(e.into()))
+                }
+            }
+        )*};
+    }
+
+    rusqlite_text!(
+        TaskStatus,
+        Mode,
+        KeyType,
+        AccountStatus,
+        PlanName,
+        ApiSlug,
+        RunnerId,
+        IdempotencyKey,
+        TaskId,
+        KeyId,
+        AccountId,
+        RequestId,
+        UserId,
+        TaskEvents,
+        TaskEvent,
+        Attempts,
+        Scopes,
+        ApiList,
+        SandboxControls,
+        TaskError,
+    );
+
+    impl ToSql for Timestamp {
+        fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+            Ok(ToSqlOutput::Owned(Value::Integer(self.unix_ms())))
+        }
+    }
+
+    impl FromSql for Timestamp {
+        fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+            value.as_i64().map(Timestamp::from_unix_ms)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_forms_round_trip_and_refuse_strangers() {
+        assert_eq!(TaskStatus::Cancelled.to_text(), "cancelled");
+        assert_eq!(TaskStatus::from_text("queued"), Ok(TaskStatus::Queued));
+        assert!(TaskStatus::from_text("Queued").is_err());
+        let id = TaskId::new();
+        assert_eq!(TaskId::from_text(&id.to_text()), Ok(id));
+        assert!(KeyId::from_text(&id.to_text()).is_err());
+        assert!(Scopes::from_text(r#"["tasks:read","nope"]"#).is_err());
+        assert!(TaskEvents::from_text("{").is_err());
+        let scopes = Scopes::all();
+        assert_eq!(
+            scopes.to_text(),
+            r#"["apis:read","tasks:read","tasks:write"]"#
+        );
+    }
+}
