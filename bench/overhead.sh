@@ -14,13 +14,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; }
-cargo build --release -p taskgate --bin taskgate >/dev/null
-cargo build --release -p taskgate-providers --example fake_openai >/dev/null
-bin="$PWD/target/release/taskgate"
-fake="$PWD/target/release/examples/fake_openai"
+# TASKGATE_BIN and FAKE_OPENAI_BIN run prebuilt binaries instead of building
+# them (to compare two builds run back to back); BENCH_OUT names the result file.
+if [ -z "${TASKGATE_BIN:-}" ]; then cargo build --release -p taskgate --bin taskgate >/dev/null; fi
+if [ -z "${FAKE_OPENAI_BIN:-}" ]; then cargo build --release -p taskgate-providers --example fake_openai >/dev/null; fi
+bin="${TASKGATE_BIN:-$PWD/target/release/taskgate}"
+fake="${FAKE_OPENAI_BIN:-$PWD/target/release/examples/fake_openai}"
 duration="${BENCH_DURATION:-10s}"
 dir="$(mktemp -d)"
-out="bench/results/$(date -u +%Y-%m-%d)-overhead.txt"
+out="${BENCH_OUT:-bench/results/$(date -u +%Y-%m-%d)-overhead.txt}"
 mkdir -p bench/results
 fake_pid="" tg_pid=""
 cleanup() {
@@ -92,7 +94,11 @@ gateway_body='{"api":"chat","input":{"messages":[{"role":"user","content":"Say h
 {
     echo "# Taskgate gateway overhead, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr)"
-    echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'); load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+    if [ -n "${TASKGATE_BIN:-}" ]; then
+        echo "# binary: $bin (prebuilt; see the commit it was built from in the result's name or notes); load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+    else
+        echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'); load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+    fi
     echo "# command: bench/overhead.sh (wrk -t2 -d$duration --latency; wrk, gateway and fake share the $(nproc) cores)"
     echo "# gateway: sync POST /api/v1/call $gateway_body"
     echo "#   SQLite store, enterprise plan, workers = 512, provider max_retries = 0"
