@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::newtype::string_newtype;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AccountStatus {
@@ -47,79 +49,26 @@ fn is_name(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
-macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $what:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-        #[serde(try_from = "String")]
-        pub struct $name(String);
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(&self.0)
-            }
-        }
-
-        impl $name {
-            pub fn parse(s: &str) -> Result<Self, String> {
-                if is_name(s) {
-                    Ok(Self(s.to_owned()))
-                } else {
-                    Err(format!(
-                        concat!("invalid ", $what, " {:?}: 1 to 64 of a-z, 0-9, - and _"),
-                        s
-                    ))
-                }
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = String;
-            fn try_from(s: String) -> Result<Self, String> {
-                Self::parse(&s)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(n: $name) -> String {
-                n.0
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                Self::parse(s)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.0 == other
-            }
-        }
-    };
+/// `Ok` for a name of 1 to 64 of `a-z 0-9 - _`.
+fn check_name(what: &str, s: &str) -> Result<(), String> {
+    if is_name(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid {what} {s:?}: 1 to 64 of a-z, 0-9, - and _"
+        ))
+    }
 }
 
-name_type!(
+string_newtype!(
     /// The name of a plan of the configuration (`free`, `pro`, …).
     PlanName,
-    "plan name"
+    |s| check_name("plan name", s)
 );
-name_type!(
+string_newtype!(
     /// An API of the catalog, by its slug (`sentiment`, `token-count`, …).
     ApiSlug,
-    "API slug"
+    |s| check_name("API slug", s)
 );
 
 /// The APIs a restricted key may call.

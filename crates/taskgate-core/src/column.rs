@@ -83,75 +83,91 @@ text_by_json!(
     TaskError,
 );
 
+/// The drivers' traits for every text column type, from its [`TextColumn`].
+macro_rules! driver_traits {
+    ($($t:ty),* $(,)?) => {
+        #[cfg(feature = "sqlx")]
+        sqlx_impls::sqlx_text!($($t),*);
+        #[cfg(feature = "rusqlite")]
+        rusqlite_impls::rusqlite_text!($($t),*);
+    };
+}
+
+driver_traits!(
+    TaskStatus,
+    Mode,
+    KeyType,
+    AccountStatus,
+    PlanName,
+    ApiSlug,
+    RunnerId,
+    IdempotencyKey,
+    TaskId,
+    KeyId,
+    AccountId,
+    RequestId,
+    UserId,
+    TaskEvents,
+    TaskEvent,
+    Attempts,
+    Scopes,
+    ApiList,
+    SandboxControls,
+    TaskError,
+);
+
 #[cfg(feature = "sqlx")]
 mod sqlx_impls {
     use sqlx::encode::IsNull;
     use sqlx::error::BoxDynError;
     use sqlx::{Database, Decode, Encode, Type};
 
-    use super::*;
     use crate::Timestamp;
 
     macro_rules! sqlx_text {
         ($($t:ty),* $(,)?) => {$(
-            impl<DB: Database> Type<DB> for $t
+            impl<DB: sqlx::Database> sqlx::Type<DB> for $t
             where
-                String: Type<DB>,
+                String: sqlx::Type<DB>,
             {
                 fn type_info() -> DB::TypeInfo {
-                    <String as Type<DB>>::type_info()
+                    <String as sqlx::Type<DB>>::type_info()
                 }
                 fn compatible(ty: &DB::TypeInfo) -> bool {
-                    <String as Type<DB>>::compatible(ty)
+                    <String as sqlx::Type<DB>>::compatible(ty)
                 }
             }
 
-            impl<'q, DB: Database> Encode<'q, DB> for $t
+            impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $t
             where
-                String: Encode<'q, DB>,
+                String: sqlx::Encode<'q, DB>,
             {
                 fn encode_by_ref(
                     &self,
-                    buf: &mut <DB as Database>::ArgumentBuffer,
-                ) -> Result<IsNull, BoxDynError> {
-                    <String as Encode<'q, DB>>::encode(self.to_text().into_owned(), buf)
+                    buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+                ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                    <String as sqlx::Encode<'q, DB>>::encode(
+                        $crate::column::TextColumn::to_text(self).into_owned(),
+                        buf,
+                    )
                 }
             }
 
-            impl<'r, DB: Database> Decode<'r, DB> for $t
+            impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $t
             where
-                &'r str: Decode<'r, DB>,
+                &'r str: sqlx::Decode<'r, DB>,
             {
-                fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
-                    let text = <&'r str as Decode<'r, DB>>::decode(value)?;
-                    Ok(<$t as TextColumn>::from_text(text)?)
+                fn decode(
+                    value: <DB as sqlx::Database>::ValueRef<'r>,
+                ) -> Result<Self, sqlx::error::BoxDynError> {
+                    let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
+                    Ok(<$t as $crate::column::TextColumn>::from_text(text)?)
                 }
             }
         )*};
     }
 
-    sqlx_text!(
-        TaskStatus,
-        Mode,
-        KeyType,
-        AccountStatus,
-        PlanName,
-        ApiSlug,
-        RunnerId,
-        IdempotencyKey,
-        TaskId,
-        KeyId,
-        AccountId,
-        RequestId,
-        UserId,
-        TaskEvents,
-        TaskEvent,
-        Attempts,
-        Scopes,
-        ApiList,
-        SandboxControls,
-        TaskError,
-    );
+    pub(crate) use sqlx_text;
 
     impl<DB: Database> Type<DB> for Timestamp
     where
@@ -191,55 +207,34 @@ mod sqlx_impls {
 
 #[cfg(feature = "rusqlite")]
 mod rusqlite_impls {
-    use rusqlite::types::{
-        FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, Value, ValueRef,
-    };
+    use rusqlite::types::{FromSql, FromSqlResult, ToSql, ToSqlOutput, Value, ValueRef};
 
-    use super::*;
     use crate::Timestamp;
 
     macro_rules! rusqlite_text {
         ($($t:ty),* $(,)?) => {$(
-            impl ToSql for $t {
-                fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                    Ok(match self.to_text() {
-                        Cow::Borrowed(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
-                        Cow::Owned(s) => ToSqlOutput::Owned(Value::Text(s)),
+            impl rusqlite::types::ToSql for $t {
+                fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                    use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+                    Ok(match $crate::column::TextColumn::to_text(self) {
+                        std::borrow::Cow::Borrowed(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+                        std::borrow::Cow::Owned(s) => ToSqlOutput::Owned(Value::Text(s)),
                     })
                 }
             }
 
-            impl FromSql for $t {
-                fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-                    <$t as TextColumn>::from_text(value.as_str()?)
-                        .map_err(|e| FromSqlError::Other(e.into()))
+            impl rusqlite::types::FromSql for $t {
+                fn column_result(
+                    value: rusqlite::types::ValueRef<'_>,
+                ) -> rusqlite::types::FromSqlResult<Self> {
+                    <$t as $crate::column::TextColumn>::from_text(value.as_str()?)
+                        .map_err(|e| rusqlite::types::FromSqlError::Other(e.into()))
                 }
             }
         )*};
     }
 
-    rusqlite_text!(
-        TaskStatus,
-        Mode,
-        KeyType,
-        AccountStatus,
-        PlanName,
-        ApiSlug,
-        RunnerId,
-        IdempotencyKey,
-        TaskId,
-        KeyId,
-        AccountId,
-        RequestId,
-        UserId,
-        TaskEvents,
-        TaskEvent,
-        Attempts,
-        Scopes,
-        ApiList,
-        SandboxControls,
-        TaskError,
-    );
+    pub(crate) use rusqlite_text;
 
     impl ToSql for Timestamp {
         fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {

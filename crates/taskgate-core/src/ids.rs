@@ -15,6 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use ulid::{Generator, ULID_LEN, Ulid};
 
 use crate::Timestamp;
+use crate::newtype::string_newtype;
 
 // A monotonic generator: ids made in the same millisecond still sort in the
 // order they were made, which keyset pagination by id relies on.
@@ -147,29 +148,22 @@ id_type!(
     "user_"
 );
 
-/// The instance that runs a task (its lease holder): the operator's
-/// `instance_id`, or host and port. Free text, but never empty.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
-#[serde(try_from = "String")]
-pub struct RunnerId(String);
-
-impl Serialize for RunnerId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+string_newtype!(
+    /// The instance that runs a task (its lease holder): the operator's
+    /// `instance_id`, or host and port. Free text, but never empty.
+    RunnerId,
+    |s| {
+        if s.is_empty() || s.len() > 255 || s.chars().any(char::is_control) {
+            Err(format!(
+                "invalid instance id {s:?}: 1 to 255 characters, no control characters"
+            ))
+        } else {
+            Ok(())
+        }
     }
-}
+);
 
 impl RunnerId {
-    pub fn parse(s: impl Into<String>) -> Result<Self, String> {
-        let s = s.into();
-        if s.is_empty() || s.len() > 255 || s.chars().any(char::is_control) {
-            return Err(format!(
-                "invalid instance id {s:?}: 1 to 255 characters, no control characters"
-            ));
-        }
-        Ok(Self(s))
-    }
-
     /// `host:port`, from a host name as the system gives it (control
     /// characters dropped, at most 200 characters; `taskgate` if none is left).
     pub fn host_port(host: &str, port: u16) -> Self {
@@ -181,36 +175,6 @@ impl RunnerId {
             .collect();
         let host = if host.is_empty() { "taskgate" } else { &host };
         Self(format!("{host}:{port}"))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for RunnerId {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Self::parse(s)
-    }
-}
-
-impl From<RunnerId> for String {
-    fn from(r: RunnerId) -> String {
-        r.0
-    }
-}
-
-impl FromStr for RunnerId {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::parse(s)
-    }
-}
-
-impl fmt::Display for RunnerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

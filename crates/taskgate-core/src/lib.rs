@@ -13,6 +13,7 @@ pub mod duration;
 pub mod ids;
 pub mod key;
 pub mod money;
+mod newtype;
 pub mod task;
 pub mod timestamp;
 

@@ -18,6 +18,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::Timestamp;
+use crate::newtype::string_newtype;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -306,63 +307,27 @@ pub struct SandboxControls {
     pub error_code: Option<String>,
 }
 
-/// The `Idempotency-Key` of a request: 1 to 255 visible ASCII characters
-/// (spaces allowed inside), scoped to an account and mode.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
-#[serde(try_from = "String")]
-pub struct IdempotencyKey(String);
-
-impl Serialize for IdempotencyKey {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+string_newtype!(
+    /// The `Idempotency-Key` of a request: 1 to 255 visible ASCII characters
+    /// (spaces allowed inside), scoped to an account and mode.
+    IdempotencyKey,
+    |s| {
+        if s.is_empty()
+            || s.len() > IdempotencyKey::MAX_LEN
+            || !s.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+        {
+            Err(format!(
+                "Idempotency-Key must be 1 to {} visible ASCII characters.",
+                IdempotencyKey::MAX_LEN
+            ))
+        } else {
+            Ok(())
+        }
     }
-}
+);
 
 impl IdempotencyKey {
     pub const MAX_LEN: usize = 255;
-
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if s.is_empty()
-            || s.len() > Self::MAX_LEN
-            || !s.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
-        {
-            return Err(format!(
-                "Idempotency-Key must be 1 to {} visible ASCII characters.",
-                Self::MAX_LEN
-            ));
-        }
-        Ok(Self(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for IdempotencyKey {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Self::parse(&s)
-    }
-}
-
-impl From<IdempotencyKey> for String {
-    fn from(k: IdempotencyKey) -> String {
-        k.0
-    }
-}
-
-impl FromStr for IdempotencyKey {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::parse(s)
-    }
-}
-
-impl fmt::Display for IdempotencyKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 #[cfg(test)]
