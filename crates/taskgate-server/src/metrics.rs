@@ -46,9 +46,29 @@ pub fn render() -> String {
     install().map(|h| h.render()).unwrap_or_default()
 }
 
+/// The `method` label: any token is a valid HTTP method, so only the
+/// standard ones are named and every other is `other`, keeping the number of
+/// series bounded whatever clients send.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Records one answered request. `route` is the route table's pattern, or
+/// `unmatched`: a closed set, like the methods and the status codes.
 pub fn record_request(method: &Method, route: &str, status: StatusCode, elapsed: Duration) {
     let labels = [
-        ("method", method.as_str().to_owned()),
+        ("method", method_label(method).to_owned()),
         ("route", route.to_owned()),
         ("status", status.as_u16().to_string()),
     ];
@@ -81,4 +101,18 @@ pub fn record_attempt(a: &taskgate_providers::Attempt) {
     metrics::counter!("taskgate_upstream_attempts_total", &labels).increment(1);
     metrics::histogram!("taskgate_upstream_attempt_duration_seconds", &labels)
         .record(a.duration_ms as f64 / 1000.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_up_methods_share_one_label() {
+        assert_eq!(method_label(&Method::POST), "POST");
+        for m in ["FOO", "get", "X-1", "PROPFIND"] {
+            let method = Method::from_bytes(m.as_bytes()).unwrap();
+            assert_eq!(method_label(&method), "other", "{m}");
+        }
+    }
 }

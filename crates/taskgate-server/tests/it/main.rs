@@ -8,6 +8,7 @@ mod call;
 mod cancel;
 mod catalog;
 mod envelope;
+mod hardening;
 mod idempotency;
 mod limits;
 mod tasks;
