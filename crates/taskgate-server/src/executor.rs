@@ -15,9 +15,11 @@
 //! previous life left running.
 
 use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use taskgate_core::task::error_code;
@@ -290,7 +292,7 @@ impl Executor {
                 tokio::select! {
                     biased;
                     _ = token.cancelled() => None,
-                    r = tokio::time::timeout(deadline, execute(entry, &task, &mut ctx)) => Some(match r {
+                    r = tokio::time::timeout(deadline, execute_guarded(entry, &task, &mut ctx)) => Some(match r {
                         Ok(r) => r.and_then(|x| check_output(entry, x)),
                         Err(_) => {
                             ctx.abandon(AttemptOutcome::Timeout);
@@ -413,6 +415,29 @@ impl Executor {
                 self.streams.close(task.id);
                 tracing::error!(error = %e, task = %task.id, "cannot record a task's result")
             }
+        }
+    }
+}
+
+/// [`execute`], with a panic of the provider (a bug) turned into the task's
+/// failure: the task ends `failed` with `internal_error` like any other, its
+/// lease and stream are released, and the worker goes on.
+async fn execute_guarded(
+    entry: &ApiEntry,
+    task: &TaskRecord,
+    ctx: &mut ExecContext,
+) -> Result<Execution, ExecError> {
+    match AssertUnwindSafe(execute(entry, task, ctx))
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::error!(task = %task.id, api = %task.api, "the execution of a task panicked");
+            Err(ExecError::new(
+                error_code::INTERNAL_ERROR,
+                "The execution failed unexpectedly.",
+            ))
         }
     }
 }

@@ -316,24 +316,35 @@ pub(crate) fn error_message(v: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The longest pause an upstream can ask for; longer asks are this. (A pause
+/// past the task's deadline is not taken anyway: the next target is tried.)
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
 /// `Retry-After` in seconds or as an HTTP date, or OpenAI's `retry-after-ms`.
+/// Whatever the upstream sends (huge, negative, not a number, a date far
+/// away), the answer is at most [`MAX_RETRY_AFTER`] or `None`, never a panic.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(ms) = headers
+    let seconds = |v: f64| {
+        (v.is_finite() && v >= 0.0)
+            .then(|| Duration::from_secs_f64(v.min(MAX_RETRY_AFTER.as_secs_f64())))
+    };
+    if let Some(pause) = headers
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
+        .and_then(|ms| seconds(ms / 1000.0))
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(pause);
     }
     let v = headers.get("retry-after")?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return seconds(secs);
     }
     let when = httpdate::parse_http_date(v).ok()?;
     Some(
         when.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_RETRY_AFTER),
     )
 }
 
@@ -518,6 +529,32 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::ZERO));
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn retry_after_of_any_size_or_form_is_clamped_or_ignored() {
+        let one = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static(value));
+            retry_after(&h)
+        };
+        for name in ["retry-after", "retry-after-ms"] {
+            assert_eq!(one(name, "1e20"), Some(MAX_RETRY_AFTER), "{name}");
+            assert_eq!(one(name, "1e400"), None, "{name}: infinite");
+            assert_eq!(one(name, "NaN"), None, "{name}");
+            assert_eq!(one(name, "-1"), None, "{name}");
+            assert_eq!(one(name, "-1e20"), None, "{name}");
+            assert_eq!(one(name, "0x10"), None, "{name}");
+            assert_eq!(one(name, ""), None, "{name}");
+        }
+        assert_eq!(
+            one("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(MAX_RETRY_AFTER)
+        );
+        assert_eq!(
+            one("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT"),
+            Some(Duration::ZERO)
+        );
     }
 
     #[test]

@@ -38,3 +38,138 @@ async fn made_up_methods_add_no_metric_series() {
     assert!(!other.is_empty() && other.len() <= 8, "{other:#?}");
     app.stop().await;
 }
+
+/// A provider with a bug: it panics when the input asks it to.
+struct Panicky;
+
+#[async_trait::async_trait]
+impl taskgate_providers::Provider for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+
+    fn apis(&self) -> Vec<taskgate_providers::ApiSpec> {
+        vec![taskgate_providers::ApiSpec {
+            slug: "echo".to_owned(),
+            name: "Echo".to_owned(),
+            description: "Echoes its input, or panics.".to_owned(),
+            kind: "classification".to_owned(),
+            provider: "panicky".to_owned(),
+            pricing: taskgate_providers::Pricing::PerCall { price_nanos: 0 },
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: serde_json::json!({"type": "object"}),
+            examples: Vec::new(),
+            timeout_ms: 10_000,
+            max_input_bytes: 1_000,
+        }]
+    }
+
+    async fn execute(
+        &self,
+        _api: &str,
+        input: &serde_json::Value,
+        _ctx: &mut taskgate_providers::ExecContext,
+    ) -> Result<taskgate_providers::Execution, taskgate_providers::ExecError> {
+        if input["panic"] == serde_json::json!(true) {
+            panic!("a provider bug");
+        }
+        Ok(taskgate_providers::Execution {
+            output: input.clone(),
+            usage: Default::default(),
+        })
+    }
+}
+
+/// A panic in an execution ends its task `failed` with `internal_error`, its
+/// lease released, and the (only) worker goes on to the next task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use taskgate_core::{
+        AccountId, ApiSlug, Attempts, KeyId, Mode, RunnerId, TaskEvents, TaskId, TaskStatus,
+        Timestamp,
+    };
+    use taskgate_server::catalog::Catalog;
+    use taskgate_server::config::CatalogConfig;
+    use taskgate_server::executor::Executor;
+    use taskgate_store::TaskRecord;
+
+    let path = std::env::temp_dir().join(format!(
+        "taskgate-panic-{}.db",
+        taskgate_core::RequestId::new()
+    ));
+    let store = taskgate_store::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let catalog = Catalog::build(
+        &CatalogConfig::default(),
+        vec![Arc::new(Panicky)],
+        &HashSet::new(),
+    )
+    .unwrap();
+    let executor = Executor::start(
+        store.clone(),
+        Arc::new(catalog),
+        RunnerId::parse("panic-test").unwrap(),
+        1,
+    )
+    .await
+    .unwrap();
+    let task = |input: &str| {
+        let now = Timestamp::now();
+        TaskRecord {
+            id: TaskId::at(now),
+            account_id: AccountId::new(),
+            mode: Mode::Live,
+            api: ApiSlug::parse("echo").unwrap(),
+            status: TaskStatus::Queued,
+            input: input.to_owned(),
+            output: None,
+            error: None,
+            units: 0,
+            input_tokens: None,
+            output_tokens: None,
+            cost_micros: 0,
+            metadata: "{}".to_owned(),
+            key_id: KeyId::new(),
+            idempotency_key: None,
+            timeout_ms: 10_000,
+            sandbox: None,
+            events: TaskEvents::created(now),
+            attempts: Attempts::default(),
+            created_at: now,
+            started_at: None,
+            completed_at: None,
+            runner: None,
+            lease_until: None,
+        }
+    };
+    for (input, ends) in [
+        (r#"{"panic":true}"#, TaskStatus::Failed),
+        (r#"{"panic":false}"#, TaskStatus::Succeeded),
+        (r#"{"panic":true}"#, TaskStatus::Failed),
+        (r#"{"panic":false}"#, TaskStatus::Succeeded),
+    ] {
+        let t = task(input);
+        let done = executor.wait(t.id);
+        executor.enqueue(t.clone()).await.unwrap();
+        let finished = tokio::time::timeout(std::time::Duration::from_secs(10), done)
+            .await
+            .expect("the task ends")
+            .unwrap();
+        assert_eq!(finished.status, ends, "{input}");
+        let stored = store.get_task_by_id(t.id).await.unwrap().unwrap();
+        assert_eq!(stored.status, ends);
+        assert_eq!(stored.lease_until, None);
+        if ends == TaskStatus::Failed {
+            assert_eq!(stored.error.unwrap().code, "internal_error");
+        }
+    }
+    executor.shutdown(std::time::Duration::from_secs(1)).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
