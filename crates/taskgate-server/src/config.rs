@@ -183,7 +183,104 @@ impl Default for Config {
     }
 }
 
+/// `config: NAME must be from MIN to MAX (got V)` unless `value` is in range.
+fn in_range(name: &str, value: u64, min: u64, max: u64) -> Result<(), String> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "config: {name} must be from {min} to {max} (got {value})"
+        ))
+    }
+}
+
+const HOUR_MS: u64 = 3_600_000;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
 impl Config {
+    /// Every number of the configuration within its range, so that none can
+    /// make a request fail or the server panic. `0` is accepted only where it
+    /// has a documented meaning (`sync_wait_ms`: answer 202 at once;
+    /// `auth_failures_per_minute`: no limit; `max_retries`: no retry).
+    fn check_numbers(&self) -> Result<(), String> {
+        in_range("sync_wait_ms", self.sync_wait_ms, 0, HOUR_MS)?;
+        in_range("max_body_bytes", self.max_body_bytes as u64, 1024, 1 << 30)?;
+        in_range("workers", self.workers as u64, 1, 100_000)?;
+        in_range(
+            "auth_failures_per_minute",
+            self.auth_failures_per_minute.into(),
+            0,
+            1_000_000,
+        )?;
+        for (name, plan) in &self.plans {
+            // Leaving a window out means unlimited; a present one admits something.
+            if let Some(n) = plan.per_minute {
+                in_range(
+                    &format!("plans.{name}.per_minute"),
+                    n.into(),
+                    1,
+                    u32::MAX.into(),
+                )?;
+            }
+            if let Some(n) = plan.per_day {
+                in_range(
+                    &format!("plans.{name}.per_day"),
+                    n.into(),
+                    1,
+                    u32::MAX.into(),
+                )?;
+            }
+        }
+        let o = &self.outbound;
+        in_range(
+            "outbound.max_fetch_bytes",
+            o.max_fetch_bytes as u64,
+            1,
+            1 << 30,
+        )?;
+        in_range("outbound.fetch_timeout_ms", o.fetch_timeout_ms, 1, HOUR_MS)?;
+        for (name, p) in &self.providers {
+            let at = |field: &str| format!("providers.{name}.{field}");
+            if let Some(v) = p.timeout_ms {
+                in_range(&at("timeout_ms"), v, 1, DAY_MS)?;
+            }
+            if let Some(v) = p.max_retries {
+                in_range(&at("max_retries"), v.into(), 0, 10)?;
+            }
+            if let Some(v) = p.breaker_failures {
+                in_range(&at("breaker_failures"), v.into(), 1, 1_000_000)?;
+            }
+            if let Some(v) = p.breaker_cooldown_ms {
+                in_range(&at("breaker_cooldown_ms"), v, 1, DAY_MS)?;
+            }
+        }
+        for (slug, o) in &self.catalog.apis {
+            let at = |field: &str| format!("catalog.apis.{slug}.{field}");
+            if let Some(v) = o.timeout_ms {
+                in_range(&at("timeout_ms"), v, 1, DAY_MS)?;
+            }
+            if let Some(v) = o.weight {
+                in_range(&at("weight"), v.into(), 1, 1_000_000)?;
+            }
+            for (list, targets) in [("deployments", &o.deployments), ("fallbacks", &o.fallbacks)] {
+                for (i, t) in targets.iter().enumerate() {
+                    if let Some(v) = t.weight {
+                        in_range(&at(&format!("{list}[{i}].weight")), v.into(), 1, 1_000_000)?;
+                    }
+                }
+            }
+            if let Some(v) = o
+                .http
+                .as_ref()
+                .and_then(|h| h.job.as_ref())
+                .and_then(|j| j.poll_interval_ms)
+            {
+                in_range(&at("http.job.poll_interval_ms"), v, 1, HOUR_MS)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks what serde cannot: cross-field rules.
     pub fn validate(&self) -> Result<(), String> {
         if self.plans.is_empty() {
@@ -195,12 +292,7 @@ impl Config {
                 self.default_plan
             ));
         }
-        if self.workers == 0 {
-            return Err("config: workers must be at least 1".to_owned());
-        }
-        if self.max_body_bytes < 1024 {
-            return Err("config: max_body_bytes must be at least 1024".to_owned());
-        }
+        self.check_numbers()?;
         for (slug, o) in &self.catalog.apis {
             for (field, value) in [
                 ("price_per_call_usd", &o.price_per_call_usd),
@@ -246,5 +338,82 @@ impl Config {
             return Err("config: log_format must be text or json".to_owned());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(change: impl FnOnce(&mut Config), setting: &str) {
+        let mut c = Config::default();
+        change(&mut c);
+        let e = c.validate().expect_err(setting);
+        assert!(e.contains(setting), "{e} does not name {setting}");
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn numbers_out_of_range_refuse_to_start_naming_the_setting() {
+        refused(|c| c.sync_wait_ms = u64::MAX, "sync_wait_ms");
+        refused(|c| c.max_body_bytes = 10, "max_body_bytes");
+        refused(|c| c.workers = 0, "workers");
+        refused(|c| c.workers = usize::MAX, "workers");
+        refused(
+            |c| c.auth_failures_per_minute = u32::MAX,
+            "auth_failures_per_minute",
+        );
+        refused(
+            |c| {
+                c.plans.values_mut().for_each(|p| p.per_minute = Some(0));
+            },
+            ".per_minute",
+        );
+        refused(
+            |c| c.outbound.max_fetch_bytes = 0,
+            "outbound.max_fetch_bytes",
+        );
+        refused(
+            |c| c.outbound.fetch_timeout_ms = 0,
+            "outbound.fetch_timeout_ms",
+        );
+        refused(
+            |c| {
+                c.catalog.apis.insert(
+                    "sentiment".to_owned(),
+                    ApiOverride {
+                        timeout_ms: Some(0),
+                        ..Default::default()
+                    },
+                );
+            },
+            "catalog.apis.sentiment.timeout_ms",
+        );
+        refused(
+            |c| {
+                c.catalog.apis.insert(
+                    "sentiment".to_owned(),
+                    ApiOverride {
+                        timeout_ms: Some(u64::MAX),
+                        ..Default::default()
+                    },
+                );
+            },
+            "catalog.apis.sentiment.timeout_ms",
+        );
+    }
+
+    #[test]
+    fn zero_means_off_where_documented() {
+        let c = Config {
+            sync_wait_ms: 0,
+            auth_failures_per_minute: 0,
+            ..Default::default()
+        };
+        c.validate().unwrap();
     }
 }

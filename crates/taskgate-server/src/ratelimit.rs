@@ -195,6 +195,9 @@ impl AuthFailures {
 
     /// Seconds until `addr` may try again, if it is blocked now.
     pub fn blocked(&self, addr: std::net::IpAddr) -> Option<u64> {
+        if self.limit == 0 {
+            return None; // the limit is off
+        }
         let now = now_ms();
         let mut map = self.by_addr.lock();
         let log = map.get_mut(&addr)?;
@@ -213,6 +216,9 @@ impl AuthFailures {
     }
 
     pub fn record(&self, addr: std::net::IpAddr) {
+        if self.limit == 0 {
+            return;
+        }
         let now = now_ms();
         let mut map = self.by_addr.lock();
         // Addresses that failed once and never came back are forgotten once
@@ -312,5 +318,15 @@ mod tests {
         }
         let secs = f.blocked(ip).expect("blocked");
         assert!((1..=60).contains(&secs));
+    }
+
+    #[test]
+    fn a_limit_of_zero_is_off() {
+        let f = AuthFailures::new(0);
+        let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        for _ in 0..100 {
+            assert!(f.blocked(ip).is_none());
+            f.record(ip);
+        }
     }
 }

@@ -173,3 +173,22 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
 }
+
+/// `auth_failures_per_minute = 0` turns the failed-authentication limit off:
+/// failures answer 401 for ever, and never crash a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_failed_authentication_limit_when_it_is_zero() {
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| c.auth_failures_per_minute = 0)
+        .start()
+        .await
+    else {
+        return;
+    };
+    let bad = app.client("tg_not_a_key");
+    for _ in 0..40 {
+        bad.get("tasks").await.expect_error(401, "invalid_api_key");
+    }
+    app.client(&app.live).get("tasks").await.expect(200);
+    app.stop().await;
+}
