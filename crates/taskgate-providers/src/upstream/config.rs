@@ -83,12 +83,14 @@ pub struct ProviderConfig {
     /// header name, which then carries the bare key (`api-key` for Azure).
     #[serde(default)]
     pub auth_header: Option<String>,
-    /// Extra headers sent with every request.
+    /// Extra headers sent with every request. Their values are treated as
+    /// credentials: never logged, shown or echoed in an error.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Extra query parameters sent with every request (`api-version` for Azure).
+    pub headers: BTreeMap<String, Secret>,
+    /// Extra query parameters sent with every request (`api-version` for
+    /// Azure); their values are treated as credentials too.
     #[serde(default)]
-    pub query: BTreeMap<String, String>,
+    pub query: BTreeMap<String, Secret>,
     /// How long one attempt may go without progress: until its answer
     /// starts, then between two streamed pieces (default 60 000 ms; the
     /// task's own timeout bounds the whole execution).

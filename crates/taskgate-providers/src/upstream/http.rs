@@ -24,8 +24,9 @@ pub(crate) struct Conn {
     pub client: reqwest::Client,
     pub headers: HeaderMap,
     pub query: Vec<(String, String)>,
-    /// The credential, kept to scrub it out of any upstream message.
-    pub secret: Option<String>,
+    /// The credential and the values of the configured headers and query
+    /// parameters, kept to scrub them out of any message and log line.
+    pub secrets: Vec<String>,
     pub attempt_timeout: Duration,
     pub max_retries: u32,
     pub stream: bool,
@@ -57,8 +58,9 @@ impl Conn {
         for (k, v) in &cfg.headers {
             let key = HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| format!("providers.{name}.headers: bad header name {k:?}"))?;
-            let value = HeaderValue::from_str(v)
+            let mut value = HeaderValue::from_str(v.expose())
                 .map_err(|_| format!("providers.{name}.headers.{k}: bad header value"))?;
+            value.set_sensitive(true);
             headers.insert(key, value);
         }
         if let Some(key) = &api_key {
@@ -94,9 +96,15 @@ impl Conn {
             query: cfg
                 .query
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), v.expose().to_owned()))
                 .collect(),
-            secret: api_key,
+            secrets: api_key
+                .into_iter()
+                .chain(cfg.headers.values().map(|v| v.expose().to_owned()))
+                .chain(cfg.query.values().map(|v| v.expose().to_owned()))
+                // Too short to be a secret, and replacing it would garble text.
+                .filter(|v| v.len() >= 4)
+                .collect(),
             attempt_timeout: Duration::from_millis(cfg.timeout_ms.unwrap_or(60_000).max(1)),
             max_retries: cfg.max_retries.unwrap_or(2),
             stream: cfg.stream.unwrap_or(true),
@@ -152,8 +160,9 @@ impl Conn {
         } else {
             "failed to reach"
         };
-        // reqwest's own message names the URL, never a header: safe to log.
-        tracing::debug!(provider = %self.name, error = %e, "upstream transport error");
+        // reqwest's own message names the URL, whose query may carry a
+        // configured credential: scrubbed like any message.
+        tracing::debug!(provider = %self.name, error = %self.scrub(&e.to_string()), "upstream transport error");
         UpstreamError {
             class: Class::Retry,
             code: error_code::UPSTREAM_ERROR,
@@ -221,12 +230,10 @@ impl Conn {
         }
     }
 
-    /// `message` without the credential and cut to a readable length.
+    /// `message` without the credentials and cut to a readable length.
     pub fn scrub(&self, message: &str) -> String {
         let mut m = message.to_owned();
-        if let Some(s) = &self.secret
-            && s.len() >= 4
-        {
+        for s in &self.secrets {
             m = m.replace(s.as_str(), "***");
         }
         let mut out: String = m.chars().take(MESSAGE_CHARS).collect();
@@ -492,6 +499,36 @@ pub(crate) async fn read_sse(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn configured_header_and_query_values_are_credentials() {
+        let mut cfg = crate::upstream::testutil::provider(Protocol::Openai, "http://127.0.0.1:9");
+        cfg.api_key = Some(crate::upstream::Secret::new("sk-KEYSECRET-1"));
+        cfg.headers.insert(
+            "x-extra-key".to_owned(),
+            crate::upstream::Secret::new("HEADERSECRET-2"),
+        );
+        cfg.query.insert(
+            "key".to_owned(),
+            crate::upstream::Secret::new("QUERYSECRET-3"),
+        );
+        let shown = format!("{cfg:?} {}", serde_json::to_string(&cfg).unwrap());
+        let conn = Conn::new(
+            "p",
+            &cfg,
+            Some("sk-KEYSECRET-1".to_owned()),
+            None,
+            reqwest::Client::new(),
+        )
+        .unwrap();
+        let scrubbed = conn
+            .scrub("bad key sk-KEYSECRET-1 for https://h/v1?key=QUERYSECRET-3 with HEADERSECRET-2");
+        for secret in ["KEYSECRET", "HEADERSECRET", "QUERYSECRET"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+            assert!(!scrubbed.contains(secret), "{secret} in {scrubbed}");
+        }
+        assert!(conn.headers["x-extra-key"].is_sensitive());
+    }
 
     #[test]
     fn sse_splits_events_across_chunks_and_line_ends() {

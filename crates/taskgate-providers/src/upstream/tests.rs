@@ -716,9 +716,9 @@ async fn azure_style_providers_sign_with_a_header_and_a_query() {
     let mut p = no_stream(&format!("{base}/openai/deployments/gpt-4o-mini"));
     p.auth_header = Some("api-key".to_owned());
     p.query
-        .insert("api-version".to_owned(), "2024-10-21".to_owned());
+        .insert("api-version".to_owned(), Secret::new("2024-10-21"));
     p.headers
-        .insert("x-ms-client".to_owned(), "taskgate".to_owned());
+        .insert("x-ms-client".to_owned(), Secret::new("taskgate"));
     let u = upstream(
         &[("azure", p)],
         vec![route("chat", Kind::Chat, &[&[("azure", "gpt-4o-mini")]])],
