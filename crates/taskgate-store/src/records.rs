@@ -154,6 +154,9 @@ pub struct TaskQuery {
     pub mode: Mode,
     pub statuses: Vec<TaskStatus>,
     pub api: Option<ApiSlug>,
+    /// Only tasks of these APIs (a restricted key's), when `Some`; an empty
+    /// list matches nothing.
+    pub apis: Option<Vec<ApiSlug>>,
     /// Only ids strictly greater than this.
     pub id_after: Option<TaskId>,
     /// Only ids strictly smaller than this.
@@ -170,6 +173,7 @@ impl TaskQuery {
             mode,
             statuses: Vec::new(),
             api: None,
+            apis: None,
             id_after: None,
             id_before: None,
             descending: true,

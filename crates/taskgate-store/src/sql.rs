@@ -190,6 +190,21 @@ pub fn list_tasks_sql(q: &crate::TaskQuery) -> (String, Vec<Param>) {
     if let Some(api) = &q.api {
         push(&mut sql, " AND api = ?", Param::Api(api.clone()));
     }
+    match q.apis.as_deref() {
+        None => {}
+        Some([]) => sql.push_str(" AND 1 = 0"),
+        Some(apis) => {
+            sql.push_str(" AND api IN (");
+            for (i, a) in apis.iter().enumerate() {
+                push(
+                    &mut sql,
+                    if i == 0 { "?" } else { ", ?" },
+                    Param::Api(a.clone()),
+                );
+            }
+            sql.push(')');
+        }
+    }
     if let Some(after) = q.id_after {
         push(&mut sql, " AND id > ?", Param::Task(after));
     }

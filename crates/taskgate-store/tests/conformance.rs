@@ -75,6 +75,7 @@ conformance! {
         list_filters,
         list_bounds_order_limit,
         queued_ids_oldest_first,
+        list_by_allowed_apis,
     ],
     lifecycle: [
         claim_only_once,

@@ -535,12 +535,13 @@ pub async fn status(
 }
 
 /// The caller's task, or 404 for anything else (not an id, unknown, another
-/// account's, the other mode's).
+/// account's, the other mode's, or an API a restricted key may not call).
 pub async fn find(app: &AppState, principal: &Principal, id: &str) -> ApiResult<TaskRecord> {
     let task_id = TaskId::parse(id).map_err(|_| ApiError::task_not_found(id))?;
     app.store
         .get_task(principal.account_id, principal.mode, task_id)
         .await?
+        .filter(|t| principal.may_call(t.api.as_str()))
         .ok_or_else(|| ApiError::task_not_found(id))
 }
 

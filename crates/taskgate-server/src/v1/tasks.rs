@@ -50,6 +50,8 @@ pub async fn list(
 ) -> ApiResult<Data> {
     query.check(&PARAMS)?;
     let mut q = TaskQuery::new(principal.account_id, principal.mode, query.limit()? + 1);
+    // A restricted key sees only the tasks of the APIs it may call.
+    q.apis = principal.allowed_apis.as_ref().map(|list| list.0.clone());
     if let Some(s) = query.get("status") {
         for part in s.split(',').map(str::trim) {
             let status: TaskStatus = part.parse().map_err(|_| {
@@ -169,6 +171,10 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> ApiResult<Data> {
     let task_id = TaskId::parse(&id).map_err(|_| ApiError::task_not_found(&id))?;
+    if principal.allowed_apis.is_some() {
+        // Another API's task is not this key's to see, nor to cancel.
+        find(&app, &principal, &id).await?;
+    }
     let task = app
         .store
         .cancel_task(

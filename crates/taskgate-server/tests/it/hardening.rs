@@ -1,6 +1,8 @@
 //! Hardening (issue 8): no cheap way to exhaust the service.
 
-use crate::utils::{Backend, TestApp};
+use serde_json::json;
+
+use crate::utils::{Backend, TestApp, both, sentiment};
 
 /// Any token is a valid HTTP method; made-up ones must not each create
 /// metric series (which are never dropped).
@@ -192,3 +194,64 @@ async fn no_failed_authentication_limit_when_it_is_zero() {
     app.client(&app.live).get("tasks").await.expect(200);
     app.stop().await;
 }
+
+/// A restricted key with `allowed_apis` sees, reads and cancels only the
+/// tasks of those APIs: another API's task is 404 everywhere, and lists
+/// leave it out.
+async fn restricted_keys_see_only_their_apis_tasks(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let live = app.client(&app.live);
+    let mine = live.call(sentiment("good")).await.expect(200);
+    let mine = mine.data()["id"].as_str().unwrap().to_owned();
+    let other = live
+        .call(json!({"api": "token-count", "input": {"text": "hello"}}))
+        .await
+        .expect(200);
+    let other = other.data()["id"].as_str().unwrap().to_owned();
+    let restricted = app
+        .restricted_client(
+            &app.account_id,
+            Some(&["tasks:read", "tasks:write"]),
+            Some(&["sentiment"]),
+        )
+        .await;
+
+    let listed = restricted.get("tasks").await.expect(200);
+    let ids: Vec<&str> = listed.data()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [mine.as_str()]);
+    let filtered = restricted.get("tasks?api=token-count").await.expect(200);
+    assert_eq!(filtered.data()["items"], json!([]));
+
+    restricted.get(&format!("call/{mine}")).await.expect(200);
+    for path in [
+        format!("call/{other}"),
+        format!("tasks/{other}"),
+        format!("tasks/{other}/stream"),
+    ] {
+        restricted
+            .get(&path)
+            .await
+            .expect_error(404, "task_not_found");
+    }
+    restricted
+        .post(&format!("tasks/{other}/cancel"), json!({}))
+        .await
+        .expect_error(404, "task_not_found");
+    // Its own API's finished task answers as usual.
+    restricted
+        .post(&format!("tasks/{mine}/cancel"), json!({}))
+        .await
+        .expect_error(409, "task_not_cancellable");
+    // The full key still sees both.
+    let all = live.get("tasks").await.expect(200);
+    assert_eq!(all.data()["items"].as_array().unwrap().len(), 2);
+    app.stop().await;
+}
+both!(restricted_keys_see_only_their_apis_tasks);

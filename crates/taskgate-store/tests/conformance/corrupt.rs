@@ -7,7 +7,7 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, SqliteConnection};
 use taskgate_core::Mode;
 use taskgate_store::{Store, StoreError};
 
-use crate::fixtures::{acct, fetch, insert, new_account, query, task};
+use crate::fixtures::{acct, fetch, hash_of, insert, key, new_account, new_key, query, task};
 
 /// Runs one statement on the store's database, beside the store.
 async fn raw(url: &str, sql: String) {
@@ -94,6 +94,32 @@ pub async fn corrupt_values_name_their_column(store: Arc<dyn Store>, url: String
     .await;
     assert_eq!(corrupt_column(store.get_account(acme.id).await), "status");
     assert_eq!(corrupt_column(store.list_accounts().await), "status");
+
+    // A key whose scopes or allowed APIs cannot be read is not usable: the
+    // look-up fails (it never falls back to "every scope" or "every API").
+    let k1 = new_key(&*store, key(acme.id)).await;
+    raw(
+        &url,
+        format!(
+            "UPDATE api_keys SET scopes = '[\"tasks:read\",\"root\"]' WHERE id = '{}'",
+            k1.id
+        ),
+    )
+    .await;
+    assert_eq!(
+        corrupt_column(store.find_key_by_hash(&hash_of(&k1)).await),
+        "scopes"
+    );
+    let k2 = new_key(&*store, key(acme.id)).await;
+    raw(
+        &url,
+        format!(
+            "UPDATE api_keys SET allowed_apis = 'sentiment' WHERE id = '{}'",
+            k2.id
+        ),
+    )
+    .await;
+    assert_eq!(corrupt_column(store.get_key(k2.id).await), "allowed_apis");
 
     // Rows that are sound still read.
     let fine = insert(&*store, task("acct_b", "live", "language")).await;

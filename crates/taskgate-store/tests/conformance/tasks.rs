@@ -251,3 +251,28 @@ pub async fn queued_ids_oldest_first(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(store.queued_task_ids(100).await.unwrap(), ids(&[&q1, &q4]));
 }
+
+/// A restricted key's view: only tasks of the APIs it may call; no API at
+/// all matches nothing.
+pub async fn list_by_allowed_apis(store: Arc<dyn Store>) {
+    let a = "acct_a";
+    let lang = insert(&*store, task(a, "live", "language")).await;
+    let senti = insert(&*store, task(a, "live", "sentiment")).await;
+    let count = insert(&*store, task(a, "live", "token-count")).await;
+
+    let mut q = query(a, "live");
+    q.apis = Some(vec![api("sentiment"), api("language")]);
+    assert_eq!(list_ids(&*store, &q).await, ids(&[&lang, &senti]));
+    // With the single-API filter: both must hold.
+    q.api = Some(api("token-count"));
+    assert!(list_ids(&*store, &q).await.is_empty());
+    q.api = Some(api("language"));
+    assert_eq!(list_ids(&*store, &q).await, ids(&[&lang]));
+    q.api = None;
+    q.apis = Some(vec![api("token-count")]);
+    assert_eq!(list_ids(&*store, &q).await, ids(&[&count]));
+    q.apis = Some(Vec::new());
+    assert!(list_ids(&*store, &q).await.is_empty());
+    q.apis = None;
+    assert_eq!(list_ids(&*store, &q).await.len(), 3);
+}
