@@ -33,7 +33,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use taskgate_core::{
-    AccountId, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RunnerId, TaskId, Timestamp,
+    AccountId, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RequestId, RunnerId, TaskId,
+    Timestamp,
 };
 
 pub use records::*;
@@ -187,23 +188,41 @@ pub trait TaskStore: Send + Sync {
     ) -> StoreResult<Vec<TaskId>>;
 }
 
-/// Idempotency keys and the answers they replay.
+/// Idempotency keys and the answers they replay. A record is fenced by its
+/// `owner`, the request holding the key: attach, complete and abandon change
+/// it only for that request, so a request whose key was taken over (it was
+/// presumed dead) cannot overwrite or free its successor's record.
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
     async fn idempotency_begin(&self, begin: &IdempotencyBegin) -> StoreResult<IdempotencyState>;
+    /// Records the task `owner` created for the key, as soon as it exists.
+    /// Whether `owner` still holds the key.
+    async fn idempotency_attach(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        key: &IdempotencyKey,
+        owner: RequestId,
+        task_id: TaskId,
+    ) -> StoreResult<bool>;
+    /// Stores the answer to replay. Whether `owner` still held the key.
     async fn idempotency_complete(
         &self,
         account_id: AccountId,
         mode: Mode,
         key: &IdempotencyKey,
+        owner: RequestId,
         status_code: i64,
         response: &str,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<bool>;
+    /// Frees the key of a request refused before it made a task: only while
+    /// `owner` holds it, unanswered and without a task.
     async fn idempotency_abandon(
         &self,
         account_id: AccountId,
         mode: Mode,
         key: &IdempotencyKey,
+        owner: RequestId,
     ) -> StoreResult<()>;
     async fn idempotency_purge(&self, created_before: Timestamp) -> StoreResult<u64>;
 }

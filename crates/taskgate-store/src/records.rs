@@ -4,8 +4,8 @@
 
 use taskgate_core::{
     AccountId, AccountStatus, ApiList, ApiSlug, Attempts, ForbiddenTransition, IdempotencyKey,
-    KeyId, KeyType, Mode, PlanName, RunnerId, SandboxControls, Scopes, TaskError, TaskEvent,
-    TaskEvents, TaskId, TaskStatus, Timestamp, Transition,
+    KeyId, KeyType, Mode, PlanName, RequestId, RunnerId, SandboxControls, Scopes, TaskError,
+    TaskEvent, TaskEvents, TaskId, TaskStatus, Timestamp, Transition,
 };
 
 /// An account. `plan` names a plan of the configuration.
@@ -187,6 +187,9 @@ pub struct IdempotencyBegin {
     pub account_id: AccountId,
     pub mode: Mode,
     pub key: IdempotencyKey,
+    /// The request asking: if it gets the key, only it may attach a task,
+    /// complete or abandon the record.
+    pub owner: RequestId,
     pub request_hash: String,
     pub now: Timestamp,
     /// Records created before this are expired and forgotten (24 h).
@@ -206,4 +209,8 @@ pub enum IdempotencyState {
     Mismatch,
     /// The stored answer to replay.
     Done { status_code: i64, response: String },
+    /// The request that held the key died after creating its task and
+    /// before answering; this request holds the key now and answers with
+    /// that task instead of making another.
+    Orphaned { task_id: TaskId },
 }

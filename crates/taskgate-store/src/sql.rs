@@ -592,29 +592,37 @@ macro_rules! impl_store {
                 .await?;
                 let inserted = sqlx::query(
                     "INSERT INTO idempotency_keys (account_id, mode, idem_key, request_hash, status_code, \
-                     response, created_at) VALUES ($1, $2, $3, $4, NULL, NULL, $5) ON CONFLICT DO NOTHING",
+                     response, created_at, owner) VALUES ($1, $2, $3, $4, NULL, NULL, $5, $6) \
+                     ON CONFLICT DO NOTHING",
                 )
                 .bind(b.account_id)
                 .bind(b.mode)
                 .bind(&b.key)
                 .bind(&b.request_hash)
                 .bind(b.now)
+                .bind(b.owner)
                 .execute(self.writer())
                 .await?;
                 if inserted.rows_affected() == 1 {
                     return Ok($crate::IdempotencyState::Started);
                 }
-                let row: Option<(String, Option<i64>, Option<String>, taskgate_core::Timestamp)> =
-                    sqlx::query_as(
-                        "SELECT request_hash, status_code, response, created_at FROM idempotency_keys \
-                         WHERE account_id = $1 AND mode = $2 AND idem_key = $3",
-                    )
-                    .bind(b.account_id)
-                    .bind(b.mode)
-                    .bind(&b.key)
-                    .fetch_optional(self.writer())
-                    .await?;
-                let Some((hash, status_code, response, created_at)) = row else {
+                type Row = (
+                    String,
+                    Option<i64>,
+                    Option<String>,
+                    taskgate_core::Timestamp,
+                    Option<taskgate_core::TaskId>,
+                );
+                let row: Option<Row> = sqlx::query_as(
+                    "SELECT request_hash, status_code, response, created_at, task_id FROM idempotency_keys \
+                     WHERE account_id = $1 AND mode = $2 AND idem_key = $3",
+                )
+                .bind(b.account_id)
+                .bind(b.mode)
+                .bind(&b.key)
+                .fetch_optional(self.writer())
+                .await?;
+                let Some((hash, status_code, response, created_at, task_id)) = row else {
                     // Deleted between our insert and read: the caller may retry.
                     return Ok($crate::IdempotencyState::InProgress);
                 };
@@ -628,24 +636,47 @@ macro_rules! impl_store {
                     _ if created_at < b.stale_before => {
                         // The request that owned it died; take it over, once.
                         let taken = sqlx::query(
-                            "UPDATE idempotency_keys SET created_at = $4 WHERE account_id = $1 AND mode = $2 \
-                             AND idem_key = $3 AND created_at = $5 AND status_code IS NULL",
+                            "UPDATE idempotency_keys SET created_at = $4, owner = $6 WHERE account_id = $1 \
+                             AND mode = $2 AND idem_key = $3 AND created_at = $5 AND status_code IS NULL",
                         )
                         .bind(b.account_id)
                         .bind(b.mode)
                         .bind(&b.key)
                         .bind(b.now)
                         .bind(created_at)
+                        .bind(b.owner)
                         .execute(self.writer())
                         .await?;
-                        Ok(if taken.rows_affected() == 1 {
-                            $crate::IdempotencyState::Started
-                        } else {
-                            $crate::IdempotencyState::InProgress
+                        Ok(match (taken.rows_affected() == 1, task_id) {
+                            (true, Some(task_id)) => $crate::IdempotencyState::Orphaned { task_id },
+                            (true, None) => $crate::IdempotencyState::Started,
+                            (false, _) => $crate::IdempotencyState::InProgress,
                         })
                     }
                     _ => Ok($crate::IdempotencyState::InProgress),
                 }
+            }
+
+            async fn idempotency_attach(
+                &self,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                key: &taskgate_core::IdempotencyKey,
+                owner: taskgate_core::RequestId,
+                task_id: taskgate_core::TaskId,
+            ) -> $crate::StoreResult<bool> {
+                let r = sqlx::query(
+                    "UPDATE idempotency_keys SET task_id = $5 \
+                     WHERE account_id = $1 AND mode = $2 AND idem_key = $3 AND owner = $4",
+                )
+                .bind(account_id)
+                .bind(mode)
+                .bind(key)
+                .bind(owner)
+                .bind(task_id)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
             }
 
             async fn idempotency_complete(
@@ -653,21 +684,23 @@ macro_rules! impl_store {
                 account_id: taskgate_core::AccountId,
                 mode: taskgate_core::Mode,
                 key: &taskgate_core::IdempotencyKey,
+                owner: taskgate_core::RequestId,
                 status_code: i64,
                 response: &str,
-            ) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "UPDATE idempotency_keys SET status_code = $4, response = $5 \
-                     WHERE account_id = $1 AND mode = $2 AND idem_key = $3",
+            ) -> $crate::StoreResult<bool> {
+                let r = sqlx::query(
+                    "UPDATE idempotency_keys SET status_code = $5, response = $6 \
+                     WHERE account_id = $1 AND mode = $2 AND idem_key = $3 AND owner = $4",
                 )
                 .bind(account_id)
                 .bind(mode)
                 .bind(key)
+                .bind(owner)
                 .bind(status_code)
                 .bind(response)
                 .execute(self.writer())
                 .await?;
-                Ok(())
+                Ok(r.rows_affected() == 1)
             }
 
             async fn idempotency_abandon(
@@ -675,14 +708,16 @@ macro_rules! impl_store {
                 account_id: taskgate_core::AccountId,
                 mode: taskgate_core::Mode,
                 key: &taskgate_core::IdempotencyKey,
+                owner: taskgate_core::RequestId,
             ) -> $crate::StoreResult<()> {
                 sqlx::query(
                     "DELETE FROM idempotency_keys WHERE account_id = $1 AND mode = $2 AND idem_key = $3 \
-                     AND status_code IS NULL",
+                     AND owner = $4 AND status_code IS NULL AND task_id IS NULL",
                 )
                 .bind(account_id)
                 .bind(mode)
                 .bind(key)
+                .bind(owner)
                 .execute(self.writer())
                 .await?;
                 Ok(())

@@ -96,6 +96,7 @@ conformance! {
         expired_records_restart,
         stale_records_taken_over_once,
         purge_removes_old_records,
+        records_are_fenced_by_their_owner,
     ],
     concurrency: [
         concurrent_begin_starts_once,

@@ -3,14 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use taskgate_core::task::error_code;
 use taskgate_core::{
-    Attempts, IdempotencyKey, Mode, SandboxControls, SandboxOutcome, TaskEvents, TaskId,
+    Attempts, IdempotencyKey, Mode, RequestId, SandboxControls, SandboxOutcome, TaskEvents, TaskId,
     TaskStatus, Timestamp,
 };
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
@@ -42,6 +42,7 @@ struct CallRequest {
 pub async fn create(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<TasksWrite>,
+    Extension(request_id): Extension<RequestId>,
     headers: HeaderMap,
     body: JsonObject,
 ) -> ApiResult<Response> {
@@ -55,7 +56,11 @@ pub async fn create(
     // up (the usual reason to retry) must not leave the key "in progress",
     // which would answer its retries 409 and, once stale, execute again.
     let hash = request_hash(&body.raw);
-    tokio::spawn(idempotent(app.clone(), principal, request, key, hash))
+    let hold = Hold {
+        key,
+        owner: request_id,
+    };
+    tokio::spawn(idempotent(app.clone(), principal, request, hold, hash))
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "an idempotent request failed");
@@ -63,20 +68,28 @@ pub async fn create(
         })?
 }
 
-/// Executes a request once per Idempotency-Key: records its answer (or
-/// frees the key if it was refused) and replays it to repeats.
+/// An Idempotency-Key and the request that holds it (the fence of its record).
+struct Hold {
+    key: IdempotencyKey,
+    owner: RequestId,
+}
+
+/// Executes a request once per Idempotency-Key: records its task as soon as
+/// it exists and its answer at the end (or frees the key if it was refused),
+/// and replays it to repeats.
 async fn idempotent(
     app: Arc<AppState>,
     principal: Principal,
     request: CallRequest,
-    key: IdempotencyKey,
+    hold: Hold,
     request_hash: String,
 ) -> ApiResult<Response> {
     let now = Timestamp::now();
     let begin = IdempotencyBegin {
         account_id: principal.account_id,
         mode: principal.mode,
-        key: key.clone(),
+        key: hold.key.clone(),
+        owner: hold.owner,
         request_hash,
         now,
         expired_before: now.minus_ms(IDEMPOTENCY_TTL_MS),
@@ -98,27 +111,81 @@ async fn idempotent(
             "idempotency_key_reused",
             "This Idempotency-Key was used with a different request body.",
         )),
-        IdempotencyState::Started => {
-            let (account, mode) = (principal.account_id, principal.mode);
-            let result = execute(&app, &principal, request, Some(key.clone())).await;
-            match &result {
-                Ok(response) => {
-                    let status = response.status().as_u16() as i64;
-                    let stored = response
-                        .extensions()
-                        .get::<StoredAnswer>()
-                        .map(|s| s.0.clone())
-                        .unwrap_or_default();
-                    app.store
-                        .idempotency_complete(account, mode, &key, status, &stored)
-                        .await?;
+        IdempotencyState::Orphaned { task_id } => {
+            // The request that held the key made its task and died before
+            // answering: answer with that task, never make a second one.
+            match app.store.get_task_by_id(task_id).await? {
+                Some(task) => {
+                    let mut response = answer(&task)?;
+                    complete(&app, &principal, &hold, recorded(&response)).await?;
+                    response
+                        .headers_mut()
+                        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                    Ok(response)
                 }
-                // A refused request executed nothing: the key stays free.
-                Err(_) => app.store.idempotency_abandon(account, mode, &key).await?,
+                None => started(&app, &principal, request, &hold).await,
             }
-            result
+        }
+        IdempotencyState::Started => started(&app, &principal, request, &hold).await,
+    }
+}
+
+/// Executes a request that holds its key, and records the outcome.
+async fn started(
+    app: &AppState,
+    principal: &Principal,
+    request: CallRequest,
+    hold: &Hold,
+) -> ApiResult<Response> {
+    let result = execute(app, principal, request, Some(hold)).await;
+    // The answer is read before any await: a response is not shared across threads.
+    match result.as_ref().map(recorded) {
+        Ok(answer) => complete(app, principal, hold, answer).await?,
+        // A refused request executed nothing: the key stays free.
+        Err(_) => {
+            app.store
+                .idempotency_abandon(principal.account_id, principal.mode, &hold.key, hold.owner)
+                .await?
         }
     }
+    result
+}
+
+/// Stores `response` as the key's answer, if this request still holds it.
+async fn complete(
+    app: &AppState,
+    principal: &Principal,
+    hold: &Hold,
+    (status, stored): (i64, String),
+) -> ApiResult<()> {
+    let held = app
+        .store
+        .idempotency_complete(
+            principal.account_id,
+            principal.mode,
+            &hold.key,
+            hold.owner,
+            status,
+            &stored,
+        )
+        .await?;
+    if !held {
+        tracing::warn!(
+            key = %hold.key,
+            "an Idempotency-Key was taken over while its request ran; its answer is not recorded"
+        );
+    }
+    Ok(())
+}
+
+/// The status and `data` of an answer, as an idempotent replay gives them.
+fn recorded(response: &Response) -> (i64, String) {
+    let stored = response
+        .extensions()
+        .get::<StoredAnswer>()
+        .map(|s| s.0.clone())
+        .unwrap_or_default();
+    (response.status().as_u16() as i64, stored)
 }
 
 /// The `data` of an answer, kept for idempotent replays.
@@ -422,7 +489,7 @@ async fn execute(
     app: &AppState,
     principal: &Principal,
     request: CallRequest,
-    idempotency_key: Option<IdempotencyKey>,
+    hold: Option<&Hold>,
 ) -> ApiResult<Response> {
     let now = Timestamp::now();
     if principal.mode == Mode::Live {
@@ -443,7 +510,7 @@ async fn execute(
         cost_micros: 0,
         metadata: Value::Object(request.metadata).to_string(),
         key_id: principal.key_id,
-        idempotency_key,
+        idempotency_key: hold.map(|h| h.key.clone()),
         timeout_ms: request.timeout_ms as i64,
         sandbox: request.sandbox,
         events: TaskEvents::created(now),
@@ -456,6 +523,7 @@ async fn execute(
     };
     if request.asynchronous {
         let stored = app.executor.enqueue(task).await?;
+        attach(app, principal, hold, stored.id).await;
         return answer(&stored);
     }
     // Wait registered first: a fast task may finish before enqueue returns.
@@ -469,6 +537,7 @@ async fn execute(
             return Err(e.into());
         }
     };
+    attach(app, principal, hold, id).await;
     match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
         Ok(Ok(finished)) => answer(&finished),
         _ => {
@@ -484,6 +553,29 @@ async fn execute(
                 .unwrap_or(stored);
             answer(&current)
         }
+    }
+}
+
+/// Records the task of an idempotent request on its key as soon as the task
+/// exists. A failure is only logged: the answer is recorded at the end too.
+async fn attach(app: &AppState, principal: &Principal, hold: Option<&Hold>, task_id: TaskId) {
+    let Some(hold) = hold else { return };
+    match app
+        .store
+        .idempotency_attach(
+            principal.account_id,
+            principal.mode,
+            &hold.key,
+            hold.owner,
+            task_id,
+        )
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(key = %hold.key, "an Idempotency-Key was taken over before its task was recorded")
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot record the task of an Idempotency-Key"),
     }
 }
 

@@ -255,3 +255,75 @@ async fn restricted_keys_see_only_their_apis_tasks(backend: Backend) {
     app.stop().await;
 }
 both!(restricted_keys_see_only_their_apis_tasks);
+
+/// A request that made its task and died before its answer was recorded
+/// (here: a record forged in that state) leaves the task on the key: the
+/// next request with the key, once the record is stale, answers with that
+/// task and never makes a second one.
+async fn a_retry_after_a_lost_answer_returns_the_original_task(backend: Backend) {
+    use sha2::{Digest, Sha256};
+    use taskgate_core::{AccountId, IdempotencyKey, Mode, RequestId, TaskId, Timestamp};
+    use taskgate_store::{IdempotencyBegin, IdempotencyState};
+
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let body = json!({"api": "sentiment", "input": {"text": "good"}, "mode": "async"});
+    let original = c.call(body.clone()).await.expect(202);
+    let task_id = original.data()["id"].as_str().unwrap().to_owned();
+
+    let hash: String = Sha256::digest(body.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let account = AccountId::parse(&app.account_id).unwrap();
+    let key = IdempotencyKey::parse("lost-answer").unwrap();
+    let long_ago = Timestamp::now().minus_ms(3_600_000);
+    let dead = IdempotencyBegin {
+        account_id: account,
+        mode: Mode::Live,
+        key: key.clone(),
+        owner: RequestId::new(),
+        request_hash: hash,
+        now: long_ago,
+        expired_before: long_ago.minus_ms(86_400_000),
+        stale_before: long_ago.minus_ms(1),
+    };
+    assert_eq!(
+        app.store.idempotency_begin(&dead).await.unwrap(),
+        IdempotencyState::Started
+    );
+    assert!(
+        app.store
+            .idempotency_attach(
+                account,
+                Mode::Live,
+                &key,
+                dead.owner,
+                TaskId::parse(&task_id).unwrap()
+            )
+            .await
+            .unwrap()
+    );
+
+    for _ in 0..2 {
+        let retry = c.call_idempotent("lost-answer", body.clone()).await;
+        assert!(
+            [200, 202].contains(&retry.status.as_u16()),
+            "{}",
+            retry.text
+        );
+        assert_eq!(retry.data()["id"], json!(task_id));
+        assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    }
+    let all = c.get("tasks").await.expect(200);
+    assert_eq!(
+        all.data()["items"].as_array().unwrap().len(),
+        1,
+        "{}",
+        all.text
+    );
+    app.stop().await;
+}
+both!(a_retry_after_a_lost_answer_returns_the_original_task);

@@ -9,8 +9,8 @@ use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
 use crate::fixtures::{
-    MINUTE, T0, acct, at, begin, event_statuses, fetch, finish, idem, insert, new_account, runner,
-    task, task_of,
+    MINUTE, T0, acct, at, begin, event_statuses, fetch, finish, idem, insert, new_account,
+    owner_of, runner, task, task_of,
 };
 
 /// Runs `n` copies of `op` (given their index) at once, released together;
@@ -87,7 +87,14 @@ pub async fn concurrent_stale_takeover_once(store: Arc<dyn Store>) {
 
     // Likewise for an expired record, which restarts once.
     store
-        .idempotency_complete(acct("acct_a"), Mode::Live, &idem("order-1"), 200, "{}")
+        .idempotency_complete(
+            acct("acct_a"),
+            Mode::Live,
+            &idem("order-1"),
+            owner_of("acct_a", "order-1"),
+            200,
+            "{}",
+        )
         .await
         .unwrap();
     let results = race(20, |_| {

@@ -12,8 +12,8 @@ use std::sync::{LazyLock, Mutex};
 use serde_json::Value;
 use taskgate_core::{
     AccountId, AccountStatus, ApiSlug, Attempt, AttemptOutcome, Attempts, IdempotencyKey, KeyId,
-    KeyType, Mode, PlanName, RunnerId, Scope, Scopes, TaskError, TaskEvent, TaskEvents, TaskId,
-    TaskStatus, Timestamp,
+    KeyType, Mode, PlanName, RequestId, RunnerId, Scope, Scopes, TaskError, TaskEvent, TaskEvents,
+    TaskId, TaskStatus, Timestamp,
 };
 use taskgate_store::{
     Account, IdempotencyBegin, KeyRecord, Store, TaskFinish, TaskQuery, TaskRecord,
@@ -277,13 +277,26 @@ pub fn ids(tasks: &[&TaskRecord]) -> Vec<TaskId> {
     tasks.iter().map(|t| t.id).collect()
 }
 
-/// An idempotency request at `now`: records expire after a day and go stale
-/// after five minutes.
+/// The request that the checks let hold `key` of `account` (the same one for
+/// the same names throughout the process), unless a check names another.
+pub fn owner_of(account: &str, key: &str) -> RequestId {
+    static OWNERS: LazyLock<Mutex<HashMap<(String, String), RequestId>>> =
+        LazyLock::new(Default::default);
+    *OWNERS
+        .lock()
+        .unwrap()
+        .entry((account.to_owned(), key.to_owned()))
+        .or_insert_with(RequestId::new)
+}
+
+/// An idempotency request at `now`, by [`owner_of`] the key: records expire
+/// after a day and go stale after five minutes.
 pub fn begin(account_id: &str, key: &str, request_hash: &str, now: i64) -> IdempotencyBegin {
     IdempotencyBegin {
         account_id: acct(account_id),
         mode: Mode::Live,
         key: idem(key),
+        owner: owner_of(account_id, key),
         request_hash: request_hash.to_owned(),
         now: at(now),
         expired_before: at(now - DAY),

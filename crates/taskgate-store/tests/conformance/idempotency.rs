@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use taskgate_core::Mode;
+use taskgate_core::{Mode, RequestId, TaskId};
 use taskgate_store::{IdempotencyBegin, IdempotencyState, Store};
 
-use crate::fixtures::{DAY, MINUTE, T0, acct, at, begin, idem};
+use crate::fixtures::{DAY, MINUTE, T0, acct, at, begin, idem, owner_of};
 
 async fn state(store: &dyn Store, b: &IdempotencyBegin) -> IdempotencyState {
     store.idempotency_begin(b).await.expect("idempotency begin")
@@ -41,9 +41,16 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
 
     // Completed: the stored answer, byte for byte.
     let response = "{\"id\": \"task_01\",\n  \"status\": \"queued\", \"note\": \"ünïcode ✓\"}";
-    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("order-1"), 202, response)
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("order-1"),
+        owner_of("acct_a", "order-1"),
+        202,
+        response,
+    )
+    .await
+    .unwrap();
     assert_eq!(state(s, &retry).await, done(202, response));
     assert_eq!(state(s, &retry).await, done(202, response));
     assert_eq!(state(s, &other_body).await, IdempotencyState::Mismatch);
@@ -56,6 +63,7 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
         acct("acct_b"),
         Mode::Live,
         &idem("order-1"),
+        owner_of("acct_b", "order-1"),
         400,
         r#"{"error":"bad"}"#,
     )
@@ -68,9 +76,16 @@ pub async fn begin_outcomes(store: Arc<dyn Store>) {
     assert_eq!(state(s, &test_mode).await, IdempotencyState::InProgress);
 
     // Completing an unknown key does nothing (and does not create it).
-    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("never-begun"), 200, "{}")
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("never-begun"),
+        owner_of("acct_a", "never-begun"),
+        200,
+        "{}",
+    )
+    .await
+    .unwrap();
     assert_eq!(
         state(s, &begin("acct_a", "never-begun", "hash-9", T0 + 2)).await,
         IdempotencyState::Started
@@ -84,34 +99,66 @@ pub async fn abandon_frees_in_progress_only(store: Arc<dyn Store>) {
 
     // Abandoned (the request failed before an answer): the key is free again,
     // even for another body.
-    s.idempotency_abandon(acct("acct_a"), Mode::Live, &idem("order-1"))
-        .await
-        .unwrap();
+    s.idempotency_abandon(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("order-1"),
+        owner_of("acct_a", "order-1"),
+    )
+    .await
+    .unwrap();
     let other_body = begin("acct_a", "order-1", "hash-2", T0 + 10);
     assert_eq!(state(s, &other_body).await, IdempotencyState::Started);
     assert_eq!(state(s, &other_body).await, IdempotencyState::InProgress);
 
     // A completed record stays.
-    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("order-1"), 201, "{}")
-        .await
-        .unwrap();
-    s.idempotency_abandon(acct("acct_a"), Mode::Live, &idem("order-1"))
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("order-1"),
+        owner_of("acct_a", "order-1"),
+        201,
+        "{}",
+    )
+    .await
+    .unwrap();
+    s.idempotency_abandon(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("order-1"),
+        owner_of("acct_a", "order-1"),
+    )
+    .await
+    .unwrap();
     assert_eq!(state(s, &other_body).await, done(201, "{}"));
 
     // Only the named key is abandoned; unknown keys are fine.
     let kept = begin("acct_a", "order-2", "hash-1", T0);
     assert_eq!(state(s, &kept).await, IdempotencyState::Started);
-    s.idempotency_abandon(acct("acct_b"), Mode::Live, &idem("order-2"))
-        .await
-        .unwrap();
-    s.idempotency_abandon(acct("acct_a"), Mode::Test, &idem("order-2"))
-        .await
-        .unwrap();
-    s.idempotency_abandon(acct("acct_a"), Mode::Live, &idem("missing"))
-        .await
-        .unwrap();
+    s.idempotency_abandon(
+        acct("acct_b"),
+        Mode::Live,
+        &idem("order-2"),
+        owner_of("acct_b", "order-2"),
+    )
+    .await
+    .unwrap();
+    s.idempotency_abandon(
+        acct("acct_a"),
+        Mode::Test,
+        &idem("order-2"),
+        owner_of("acct_a", "order-2"),
+    )
+    .await
+    .unwrap();
+    s.idempotency_abandon(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("missing"),
+        owner_of("acct_a", "missing"),
+    )
+    .await
+    .unwrap();
     assert_eq!(state(s, &kept).await, IdempotencyState::InProgress);
 }
 
@@ -122,9 +169,16 @@ pub async fn expired_records_restart(store: Arc<dyn Store>) {
         state(s, &begin("acct_a", "done", "hash-1", T0)).await,
         IdempotencyState::Started
     );
-    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("done"), 200, "{}")
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("done"),
+        owner_of("acct_a", "done"),
+        200,
+        "{}",
+    )
+    .await
+    .unwrap();
     assert_eq!(
         state(s, &begin("acct_a", "open", "hash-1", T0)).await,
         IdempotencyState::Started
@@ -182,6 +236,7 @@ pub async fn stale_records_taken_over_once(store: Arc<dyn Store>) {
         acct("acct_a"),
         Mode::Live,
         &idem("order-1"),
+        owner_of("acct_a", "order-1"),
         202,
         "{\"ok\":true}",
     )
@@ -201,12 +256,26 @@ pub async fn purge_removes_old_records(store: Arc<dyn Store>) {
             IdempotencyState::Started
         );
     }
-    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("a"), 200, "{}")
-        .await
-        .unwrap();
-    s.idempotency_complete(acct("acct_a"), Mode::Live, &idem("c"), 200, "{}")
-        .await
-        .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("a"),
+        owner_of("acct_a", "a"),
+        200,
+        "{}",
+    )
+    .await
+    .unwrap();
+    s.idempotency_complete(
+        acct("acct_a"),
+        Mode::Live,
+        &idem("c"),
+        owner_of("acct_a", "c"),
+        200,
+        "{}",
+    )
+    .await
+    .unwrap();
 
     // Created strictly before the bound: done or not.
     assert_eq!(s.idempotency_purge(at(T0 + 20)).await.unwrap(), 2);
@@ -231,4 +300,86 @@ pub async fn purge_removes_old_records(store: Arc<dyn Store>) {
     );
 
     assert_eq!(s.idempotency_purge(at(now + 1)).await.unwrap(), 4);
+}
+
+/// A record is fenced by its owner: a request whose stale key was taken over
+/// can neither complete nor free it, and the task an owner made is kept so
+/// that the next request answers with it instead of making another.
+pub async fn records_are_fenced_by_their_owner(store: Arc<dyn Store>) {
+    let s = &*store;
+    let (a, key) = (acct("acct_a"), idem("fenced"));
+    let first = IdempotencyBegin {
+        owner: RequestId::new(),
+        ..begin("acct_a", "fenced", "hash-1", T0)
+    };
+    assert_eq!(state(s, &first).await, IdempotencyState::Started);
+
+    // Only the owner attaches, completes or frees.
+    let stranger = RequestId::new();
+    let task = TaskId::new();
+    assert!(
+        !s.idempotency_attach(a, Mode::Live, &key, stranger, task)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.idempotency_complete(a, Mode::Live, &key, stranger, 200, "{}")
+            .await
+            .unwrap()
+    );
+    s.idempotency_abandon(a, Mode::Live, &key, stranger)
+        .await
+        .unwrap();
+    assert_eq!(state(s, &first).await, IdempotencyState::InProgress);
+
+    // The first request is presumed dead; another takes the key over.
+    let second = IdempotencyBegin {
+        owner: RequestId::new(),
+        ..begin("acct_a", "fenced", "hash-1", T0 + 6 * MINUTE)
+    };
+    assert_eq!(state(s, &second).await, IdempotencyState::Started);
+    // The first one wakes up: it can neither free nor complete the key.
+    s.idempotency_abandon(a, Mode::Live, &key, first.owner)
+        .await
+        .unwrap();
+    assert!(
+        !s.idempotency_complete(a, Mode::Live, &key, first.owner, 500, "{\"late\":true}")
+            .await
+            .unwrap()
+    );
+    assert_eq!(state(s, &second).await, IdempotencyState::InProgress);
+
+    // The second makes its task; once attached, abandoning never frees the
+    // key (a task exists), even for its owner.
+    assert!(
+        s.idempotency_attach(a, Mode::Live, &key, second.owner, task)
+            .await
+            .unwrap()
+    );
+    s.idempotency_abandon(a, Mode::Live, &key, second.owner)
+        .await
+        .unwrap();
+    assert_eq!(state(s, &second).await, IdempotencyState::InProgress);
+
+    // The second dies before answering: the next request, once the record is
+    // stale, gets the key and the task to answer with, never a fresh start.
+    let third = IdempotencyBegin {
+        owner: RequestId::new(),
+        ..begin("acct_a", "fenced", "hash-1", T0 + 12 * MINUTE)
+    };
+    assert_eq!(
+        state(s, &third).await,
+        IdempotencyState::Orphaned { task_id: task }
+    );
+    assert!(
+        !s.idempotency_complete(a, Mode::Live, &key, second.owner, 200, "{\"second\":1}")
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.idempotency_complete(a, Mode::Live, &key, third.owner, 202, "{\"third\":1}")
+            .await
+            .unwrap()
+    );
+    assert_eq!(state(s, &first).await, done(202, "{\"third\":1}"));
 }
