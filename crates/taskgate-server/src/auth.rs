@@ -139,7 +139,7 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let ip = peer.ip();
+    let ip = app.trusted_proxies.client(peer.ip(), request.headers());
     let (principal, decision) = match check(&app, ip, request.headers()).await {
         Ok(ok) => ok,
         Err(e) => return e.into_response(),

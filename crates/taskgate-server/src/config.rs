@@ -26,6 +26,10 @@ pub struct Config {
     pub workers: usize,
     /// Failed authentications per minute from one address before it gets 429.
     pub auth_failures_per_minute: u32,
+    /// Reverse proxies (addresses or CIDR blocks) whose `Forwarded` /
+    /// `X-Forwarded-For` name the client, for the failed-authentication
+    /// limit. Empty: the headers are ignored.
+    pub trusted_proxies: Vec<String>,
     /// Plans by name.
     pub plans: BTreeMap<PlanName, PlanLimits>,
     /// Plan of the `default` account created at first start.
@@ -45,7 +49,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 15] = [
+    pub const KEYS: [&'static str; 16] = [
         "listen",
         "database_url",
         "redis_url",
@@ -54,6 +58,7 @@ impl Config {
         "max_body_bytes",
         "workers",
         "auth_failures_per_minute",
+        "trusted_proxies",
         "plans",
         "default_plan",
         "providers",
@@ -172,6 +177,7 @@ impl Default for Config {
             max_body_bytes: 10 * 1024 * 1024,
             workers: 256,
             auth_failures_per_minute: 30,
+            trusted_proxies: Vec::new(),
             plans,
             default_plan: plan("free"),
             providers: BTreeMap::new(),
@@ -293,6 +299,7 @@ impl Config {
             ));
         }
         self.check_numbers()?;
+        crate::client_addr::TrustedProxies::parse(&self.trusted_proxies)?;
         for (slug, o) in &self.catalog.apis {
             for (field, value) in [
                 ("price_per_call_usd", &o.price_per_call_usd),

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod auth;
 pub mod catalog;
+pub mod client_addr;
 pub mod config;
 pub mod envelope;
 pub mod error;
@@ -44,6 +45,7 @@ pub struct AppState {
     pub executor: Arc<Executor>,
     pub limiter: RateLimiter,
     pub auth_failures: AuthFailures,
+    pub trusted_proxies: client_addr::TrustedProxies,
     pub keys: KeyCache,
     pub openapi: Bytes,
     pub draining: AtomicBool,
@@ -149,6 +151,8 @@ pub async fn start_with_env(
     let state = Arc::new(AppState {
         limiter: RateLimiter::memory(),
         auth_failures: AuthFailures::new(config.auth_failures_per_minute),
+        trusted_proxies: client_addr::TrustedProxies::parse(&config.trusted_proxies)
+            .map_err(anyhow::Error::msg)?,
         config: Arc::new(config),
         store,
         catalog,

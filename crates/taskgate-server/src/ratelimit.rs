@@ -180,16 +180,54 @@ impl MemoryLimiter {
 }
 
 /// Failed authentications per client address in a sliding minute.
+///
+/// Bounded in memory and in work per request whatever the number of
+/// addresses: each address keeps at most `limit` failures, every failure is
+/// also queued in the order it happened, and each call forgets (from the
+/// front of that queue) the failures whose minute has passed: constant work
+/// per call, amortized, never a scan of every address. Past
+/// [`MAX_TRACKED_FAILURES`] failures in one minute (a flood from that many
+/// addresses) the oldest are forgotten early.
 pub struct AuthFailures {
     limit: u32,
-    by_addr: Mutex<HashMap<std::net::IpAddr, VecDeque<i64>>>,
+    log: Mutex<FailureLog>,
+}
+
+/// Failures of the last minute kept at most (about 6 MB).
+pub const MAX_TRACKED_FAILURES: usize = 100_000;
+
+#[derive(Default)]
+struct FailureLog {
+    by_addr: HashMap<std::net::IpAddr, VecDeque<i64>>,
+    /// Every failure recorded, oldest first.
+    order: VecDeque<(i64, std::net::IpAddr)>,
+}
+
+impl FailureLog {
+    /// Forgets the failures older than a minute (and the oldest beyond the cap).
+    fn expire(&mut self, now: i64) {
+        while let Some(&(at, addr)) = self.order.front() {
+            if at > now - MINUTE_MS && self.order.len() < MAX_TRACKED_FAILURES {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(log) = self.by_addr.get_mut(&addr) {
+                while log.front().is_some_and(|&t| t <= at) {
+                    log.pop_front();
+                }
+                if log.is_empty() {
+                    self.by_addr.remove(&addr);
+                }
+            }
+        }
+    }
 }
 
 impl AuthFailures {
     pub fn new(limit: u32) -> Self {
         Self {
             limit,
-            by_addr: Mutex::new(HashMap::new()),
+            log: Mutex::new(FailureLog::default()),
         }
     }
 
@@ -199,18 +237,14 @@ impl AuthFailures {
             return None; // the limit is off
         }
         let now = now_ms();
-        let mut map = self.by_addr.lock();
-        let log = map.get_mut(&addr)?;
-        while log.front().is_some_and(|&t| t <= now - MINUTE_MS) {
-            log.pop_front();
-        }
-        if log.len() as u32 >= self.limit {
+        let mut state = self.log.lock();
+        state.expire(now);
+        let log = state.by_addr.get(&addr)?;
+        let recent = log.iter().filter(|&&t| t > now - MINUTE_MS).count();
+        if recent as u32 >= self.limit {
             // Blocked until the minute after the last failure that filled it has passed.
             let first_of_limit = log[log.len() - self.limit as usize];
             return Some(ceil_secs(first_of_limit + MINUTE_MS - now));
-        }
-        if log.is_empty() {
-            map.remove(&addr);
         }
         None
     }
@@ -220,18 +254,20 @@ impl AuthFailures {
             return;
         }
         let now = now_ms();
-        let mut map = self.by_addr.lock();
-        // Addresses that failed once and never came back are forgotten once
-        // their minute has passed, so many addresses cannot grow the map.
-        if map.len() >= 10_000 {
-            map.retain(|_, log| log.back().is_some_and(|&t| t > now - MINUTE_MS));
-        }
-        let log = map.entry(addr).or_default();
+        let mut state = self.log.lock();
+        state.expire(now);
+        state.order.push_back((now, addr));
+        let log = state.by_addr.entry(addr).or_default();
         log.push_back(now);
         // Only the last `limit` failures matter.
         while log.len() > self.limit as usize {
             log.pop_front();
         }
+    }
+
+    /// Addresses tracked now (for tests and metrics).
+    pub fn tracked(&self) -> usize {
+        self.log.lock().by_addr.len()
     }
 
     pub fn limit(&self) -> u32 {
@@ -318,6 +354,22 @@ mod tests {
         }
         let secs = f.blocked(ip).expect("blocked");
         assert!((1..=60).contains(&secs));
+    }
+
+    #[test]
+    fn a_flood_of_addresses_stays_bounded() {
+        let f = AuthFailures::new(3);
+        for i in 0..(MAX_TRACKED_FAILURES as u32 + 5_000) {
+            f.record(std::net::IpAddr::V4(std::net::Ipv4Addr::from(i)));
+        }
+        assert!(f.tracked() <= MAX_TRACKED_FAILURES);
+        // The newest addresses are still counted.
+        let last = std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+            MAX_TRACKED_FAILURES as u32 + 4_999,
+        ));
+        f.record(last);
+        f.record(last);
+        assert!(f.blocked(last).is_some());
     }
 
     #[test]

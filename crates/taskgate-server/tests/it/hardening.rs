@@ -327,3 +327,61 @@ async fn a_retry_after_a_lost_answer_returns_the_original_task(backend: Backend)
     app.stop().await;
 }
 both!(a_retry_after_a_lost_answer_returns_the_original_task);
+
+async fn failures_from(client: &crate::utils::TestClient, forwarded_for: &str) -> u16 {
+    client
+        .send(
+            client
+                .request(reqwest::Method::GET, "tasks")
+                .header("x-forwarded-for", forwarded_for),
+        )
+        .await
+        .status
+        .as_u16()
+}
+
+/// Without `trusted_proxies`, forwarded addresses are ignored: a client
+/// cannot dodge the failed-authentication limit by inventing them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_addresses_are_ignored_unless_the_proxy_is_trusted() {
+    let Some(app) = TestApp::start(Backend::Sqlite).await else {
+        return;
+    };
+    let bad = app.client("tg_not_a_key");
+    for i in 0..30 {
+        assert_eq!(failures_from(&bad, &format!("198.51.100.{i}")).await, 401);
+    }
+    assert_eq!(failures_from(&bad, "203.0.113.77").await, 429);
+    app.stop().await;
+}
+
+/// Behind a trusted proxy, the limit counts per client address as the proxy
+/// names it (the rightmost untrusted hop), not per proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_limit_is_per_client() {
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| c.trusted_proxies = vec!["127.0.0.0/8".to_owned()])
+        .start()
+        .await
+    else {
+        return;
+    };
+    let bad = app.client("tg_not_a_key");
+    // The client's own claim (leftmost) is ignored; the proxy's entry counts.
+    for i in 0..30 {
+        let chain = format!("10.66.0.{i}, 198.51.100.1");
+        assert_eq!(failures_from(&bad, &chain).await, 401);
+    }
+    assert_eq!(failures_from(&bad, "6.6.6.6, 198.51.100.1").await, 429);
+    // Another client behind the same proxy is not blocked.
+    assert_eq!(failures_from(&bad, "198.51.100.2").await, 401);
+    let good = app.client(&app.live);
+    let ok = good
+        .send(
+            good.request(reqwest::Method::GET, "tasks")
+                .header("x-forwarded-for", "198.51.100.3"),
+        )
+        .await;
+    assert_eq!(ok.status.as_u16(), 200);
+    app.stop().await;
+}
