@@ -30,6 +30,8 @@ pub struct Config {
     /// `X-Forwarded-For` name the client, for the failed-authentication
     /// limit. Empty: the headers are ignored.
     pub trusted_proxies: Vec<String>,
+    /// Connection limits and timeouts against slow or idle clients.
+    pub http: HttpConfig,
     /// Plans by name.
     pub plans: BTreeMap<PlanName, PlanLimits>,
     /// Plan of the `default` account created at first start.
@@ -49,7 +51,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 16] = [
+    pub const KEYS: [&'static str; 17] = [
         "listen",
         "database_url",
         "redis_url",
@@ -59,6 +61,7 @@ impl Config {
         "workers",
         "auth_failures_per_minute",
         "trusted_proxies",
+        "http",
         "plans",
         "default_plan",
         "providers",
@@ -67,6 +70,34 @@ impl Config {
         "log_format",
         "log_level",
     ];
+}
+
+/// `[http]`: what a connection may take of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// A request's headers must arrive within this (and so must the next
+    /// request's on a kept-alive connection); else the connection is closed.
+    pub header_read_timeout_ms: u64,
+    /// A request's whole body must arrive within this; else `408
+    /// request_timeout` and the connection is closed.
+    pub body_read_timeout_ms: u64,
+    /// A kept-alive connection with no request in flight for this long is
+    /// closed.
+    pub idle_timeout_ms: u64,
+    /// Open connections at most; more wait to be accepted.
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            max_connections: 10_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,6 +209,7 @@ impl Default for Config {
             workers: 256,
             auth_failures_per_minute: 30,
             trusted_proxies: Vec::new(),
+            http: HttpConfig::default(),
             plans,
             default_plan: plan("free"),
             providers: BTreeMap::new(),
@@ -237,6 +269,26 @@ impl Config {
                 )?;
             }
         }
+        let h = &self.http;
+        in_range(
+            "http.header_read_timeout_ms",
+            h.header_read_timeout_ms,
+            100,
+            HOUR_MS,
+        )?;
+        in_range(
+            "http.body_read_timeout_ms",
+            h.body_read_timeout_ms,
+            100,
+            DAY_MS,
+        )?;
+        in_range("http.idle_timeout_ms", h.idle_timeout_ms, 100, DAY_MS)?;
+        in_range(
+            "http.max_connections",
+            h.max_connections as u64,
+            1,
+            1_000_000,
+        )?;
         let o = &self.outbound;
         in_range(
             "outbound.max_fetch_bytes",

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
 pub mod router;
+pub mod serve;
 pub mod streams;
 pub mod v1;
 pub mod views;
@@ -163,19 +164,19 @@ pub async fn start_with_env(
     });
     let shutdown = CancellationToken::new();
     tokio::spawn(flush_key_usage(state.clone(), shutdown.clone()));
-    let app = router::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = router::router(state.clone());
     let token = shutdown.clone();
     let st = state.clone();
     let draining = state.clone();
+    let http = state.config.http;
     let done = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                token.cancelled().await;
-                draining
-                    .draining
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-            })
-            .await?;
+        serve::serve(listener, app, http, async move {
+            token.cancelled().await;
+            draining
+                .draining
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        })
+        .await;
         st.executor.shutdown(Duration::from_secs(10)).await;
         flush_once(&st).await;
         Ok(())

@@ -40,8 +40,21 @@ impl FromRequest<Arc<AppState>> for JsonObject {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(too_large());
         }
-        let raw = axum::body::to_bytes(req.into_body(), limit)
+        let deadline = std::time::Duration::from_millis(app.config.http.body_read_timeout_ms);
+        let raw = tokio::time::timeout(deadline, axum::body::to_bytes(req.into_body(), limit))
             .await
+            .map_err(|_| {
+                // A slow-drip body: refused, and the connection with it.
+                ApiError::new(
+                    axum::http::StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    format!(
+                        "The request body did not arrive within {} ms.",
+                        deadline.as_millis()
+                    ),
+                )
+                .with_header("connection", "close")
+            })?
             .map_err(|e| {
                 if e.into_inner().is::<http_body_util::LengthLimitError>() {
                     too_large()

@@ -385,3 +385,134 @@ async fn behind_a_trusted_proxy_the_limit_is_per_client() {
     assert_eq!(ok.status.as_u16(), 200);
     app.stop().await;
 }
+
+/// A server with short connection timeouts, for the slow-client checks.
+async fn impatient(
+    change: impl FnOnce(&mut taskgate_server::config::HttpConfig),
+) -> Option<TestApp> {
+    TestApp::builder(Backend::Sqlite)
+        .config(|c| {
+            c.http.header_read_timeout_ms = 300;
+            c.http.body_read_timeout_ms = 300;
+            c.http.idle_timeout_ms = 300;
+            change(&mut c.http);
+        })
+        .start()
+        .await
+}
+
+async fn connect(app: &TestApp) -> tokio::net::TcpStream {
+    let addr = app.base.trim_start_matches("http://");
+    tokio::net::TcpStream::connect(addr).await.unwrap()
+}
+
+/// Everything the server sends until it closes the connection (or 5 s pass,
+/// which fails: the server must close it).
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the server kept the connection open");
+    String::from_utf8_lossy(&all).into_owned()
+}
+
+/// Headers that drip in are cut off; other clients are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_are_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let Some(app) = impatient(|_| {}).await else {
+        return;
+    };
+    let mut slow = connect(&app).await;
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    app.anonymous().get("/healthz").await.expect(200);
+    let answer = read_until_closed(&mut slow).await;
+    assert!(!answer.contains("200 OK"), "{answer}");
+    app.stop().await;
+}
+
+/// A body that drips in gets `408 request_timeout` in the envelope, and the
+/// connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_body_is_answered_408() {
+    use tokio::io::AsyncWriteExt;
+    let Some(app) = impatient(|_| {}).await else {
+        return;
+    };
+    let mut slow = connect(&app).await;
+    let head = format!(
+        "POST /api/v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"api\":",
+        app.live
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut slow).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+    assert!(
+        answer.contains("\"type\":\"invalid_request_error\""),
+        "{answer}"
+    );
+    let listed = app.client(&app.live).get("tasks").await.expect(200);
+    assert_eq!(listed.data()["items"], json!([]), "nothing was created");
+    app.stop().await;
+}
+
+/// A kept-alive connection with nothing to do is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    // Waiting for a next request's headers is bounded by the header timeout
+    // too: make it long, so that the idle timeout is what closes.
+    let Some(app) = impatient(|h| h.header_read_timeout_ms = 60_000).await else {
+        return;
+    };
+    let mut conn = connect(&app).await;
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut conn).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    app.stop().await;
+}
+
+/// At most `max_connections` are open; the next client waits to be
+/// accepted until one closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped() {
+    let Some(app) = impatient(|h| {
+        h.max_connections = 2;
+        h.header_read_timeout_ms = 60_000;
+        h.idle_timeout_ms = 60_000;
+    })
+    .await
+    else {
+        return;
+    };
+    let first = connect(&app).await;
+    let second = connect(&app).await;
+    let url = format!("{}/healthz", app.base);
+    let waiting = tokio::spawn(async move { reqwest::get(url).await.map(|r| r.status()) });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "a third connection was served");
+    drop(first);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+        .await
+        .expect("served once a connection closed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.as_u16(), 200);
+    drop(second);
+    app.stop().await;
+}
