@@ -38,6 +38,8 @@ pub struct Principal {
     pub allowed_apis: Option<Arc<ApiList>>,
     pub account_id: AccountId,
     pub monthly_spend_limit_micros: Option<i64>,
+    /// The plan's cap of the account's running tasks (`None`: no cap).
+    pub max_running_tasks: Option<u32>,
 }
 
 impl Principal {
@@ -196,6 +198,7 @@ async fn check(
         .unwrap_or(PlanLimits {
             per_minute: Some(0),
             per_day: Some(0),
+            max_running_tasks: Some(1),
         });
     let decision = app.limiter.check(account.id, limits);
     if !decision.allowed {
@@ -233,6 +236,7 @@ async fn check(
         allowed_apis: key.allowed_apis.clone().map(Arc::new),
         account_id: account.id,
         monthly_spend_limit_micros: account.monthly_spend_limit_micros,
+        max_running_tasks: limits.max_running_tasks,
     };
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
 }

@@ -107,6 +107,10 @@ pub struct PlanLimits {
     pub per_minute: Option<u32>,
     /// Requests per UTC day; absent means unlimited.
     pub per_day: Option<u32>,
+    /// Tasks of one account running at once on one instance; more wait
+    /// `queued`. Absent means no cap.
+    #[serde(default)]
+    pub max_running_tasks: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -183,6 +187,7 @@ impl Default for Config {
             PlanLimits {
                 per_minute: Some(60),
                 per_day: Some(1_000),
+                max_running_tasks: Some(8),
             },
         );
         plans.insert(
@@ -190,6 +195,7 @@ impl Default for Config {
             PlanLimits {
                 per_minute: Some(300),
                 per_day: Some(50_000),
+                max_running_tasks: Some(64),
             },
         );
         plans.insert(
@@ -197,6 +203,7 @@ impl Default for Config {
             PlanLimits {
                 per_minute: None,
                 per_day: None,
+                max_running_tasks: None,
             },
         );
         Self {
@@ -266,6 +273,14 @@ impl Config {
                     n.into(),
                     1,
                     u32::MAX.into(),
+                )?;
+            }
+            if let Some(n) = plan.max_running_tasks {
+                in_range(
+                    &format!("plans.{name}.max_running_tasks"),
+                    n.into(),
+                    1,
+                    1_000_000,
                 )?;
             }
         }

@@ -14,7 +14,7 @@
 //! `interrupted`. At start an instance also ends at once the tasks its own
 //! previous life left running.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,30 +24,39 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use taskgate_core::task::error_code;
 use taskgate_core::{
-    AttemptOutcome, Attempts, Mode, RunnerId, SandboxOutcome, TaskError, TaskId, TaskStatus,
-    Timestamp,
+    AccountId, AttemptOutcome, Attempts, Mode, PlanName, RunnerId, SandboxOutcome, TaskError,
+    TaskId, TaskStatus, Timestamp,
 };
 use taskgate_providers::{Attempt, ExecContext, ExecError, Execution, LocalClock};
 use taskgate_store::prelude::*;
 use taskgate_store::{StoreResult, TaskFinish, TaskRecord};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::catalog::{ApiEntry, Catalog};
+use crate::config::PlanLimits;
+use crate::fair::Fair;
 use crate::streams::Streams;
 
 const LEASE_MS: i64 = 30_000;
 const LEASE_RENEW_EVERY: Duration = Duration::from_secs(10);
 const POLL_EVERY: Duration = Duration::from_secs(1);
-const QUEUE_CAPACITY: usize = 10_000;
+/// Queued tasks read from the store per poll: of one account, and in all.
+const POLL_PER_ACCOUNT: i64 = 64;
+const POLL_LIMIT: i64 = 1024;
 
 pub struct Executor {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     runner: RunnerId,
     permits: Arc<Semaphore>,
-    queue: mpsc::Sender<TaskId>,
+    /// Queued tasks by account, taking turns within each plan's cap.
+    fair: Fair,
+    /// Wakes the dispatcher: a task was queued or one ended.
+    wake: Notify,
+    /// Each plan's cap of an account's running tasks.
+    plans: BTreeMap<PlanName, PlanLimits>,
     /// Ids this instance is handling now, so the poller does not claim twice.
     inflight: Mutex<HashSet<TaskId>>,
     running: Mutex<HashMap<TaskId, CancellationToken>>,
@@ -64,6 +73,7 @@ impl Executor {
         catalog: Arc<Catalog>,
         runner: RunnerId,
         workers: usize,
+        plans: BTreeMap<PlanName, PlanLimits>,
     ) -> anyhow::Result<Arc<Self>> {
         let interrupted = store
             .interrupt_expired(Timestamp::now(), Some(&runner))
@@ -74,13 +84,14 @@ impl Executor {
                 "tasks interrupted by a previous stop ended failed"
             );
         }
-        let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let executor = Arc::new(Self {
             store,
             catalog,
             runner,
             permits: Arc::new(Semaphore::new(workers)),
-            queue,
+            fair: Fair::default(),
+            wake: Notify::new(),
+            plans,
             inflight: Mutex::new(HashSet::new()),
             running: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
@@ -88,15 +99,23 @@ impl Executor {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
-        tokio::spawn(executor.clone().dispatch(rx));
+        tokio::spawn(executor.clone().dispatch());
         tokio::spawn(executor.clone().maintain());
         Ok(executor)
     }
 
-    /// Asks for `id` to run soon. The task is already durable: if the nudge
-    /// cannot be queued the poller finds the task.
-    pub fn submit(&self, id: TaskId) {
-        let _ = self.queue.try_send(id);
+    /// Asks for queued task `id` of `account` to run soon, in its turn.
+    pub fn submit(&self, id: TaskId, account: AccountId) {
+        if !self.inflight.lock().contains(&id) && self.fair.push(account, id) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// A task of `account` that counted as running has ended: its account
+    /// and a worker are free for the next.
+    fn ended(&self, account: AccountId) {
+        self.fair.done(account);
+        self.wake.notify_one();
     }
 
     /// A receiver for the task's final state. Register before submitting.
@@ -146,36 +165,76 @@ impl Executor {
         }
     }
 
-    async fn dispatch(self: Arc<Self>, mut rx: mpsc::Receiver<TaskId>) {
+    /// Starts queued tasks as workers free up, accounts taking turns
+    /// within their plans' caps. The store is polled too, so tasks queued
+    /// before a restart (or by another instance) are found.
+    async fn dispatch(self: Arc<Self>) {
         let mut poll = tokio::time::interval(POLL_EVERY);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let ids: Vec<TaskId> = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                id = rx.recv() => match id { Some(id) => vec![id], None => return },
-                _ = poll.tick() => match self.store.queued_task_ids(256).await {
-                    Ok(ids) => ids,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot poll queued tasks");
-                        Vec::new()
-                    }
-                },
-            };
-            for id in ids {
-                if !self.inflight.lock().insert(id) {
-                    continue;
-                }
-                let permit = tokio::select! {
+            while !self.fair.has_runnable() {
+                tokio::select! {
                     _ = self.shutdown.cancelled() => return,
-                    p = self.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-                };
-                let me = self.clone();
-                self.tracker.spawn(async move {
-                    me.run(id).await;
-                    me.inflight.lock().remove(&id);
-                    drop(permit);
-                });
+                    _ = self.wake.notified() => {}
+                    _ = poll.tick() => self.poll().await,
+                }
             }
+            let permit = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                p = self.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            };
+            // Taken while the worker was awaited: the turn may have changed.
+            let Some((id, account)) = self.fair.next() else {
+                continue;
+            };
+            if !self.inflight.lock().insert(id) {
+                self.ended(account);
+                continue;
+            }
+            let me = self.clone();
+            self.tracker.spawn(async move {
+                me.run(id).await;
+                me.inflight.lock().remove(&id);
+                drop(permit);
+                me.ended(account);
+            });
+        }
+    }
+
+    /// Reads queued tasks from the store into the turns.
+    async fn poll(&self) {
+        let queued = match self.store.queued_tasks(POLL_PER_ACCOUNT, POLL_LIMIT).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot poll queued tasks");
+                return;
+            }
+        };
+        for (id, account) in queued {
+            if self.inflight.lock().contains(&id) || self.fair.is_queued(id) {
+                continue;
+            }
+            if !self.fair.knows_cap(account) {
+                let cap = match self.store.get_account(account).await {
+                    Ok(Some(a)) => self.cap_of(&a.plan),
+                    // Unknown account or plan: one task at a time.
+                    Ok(None) => Some(1),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read a queued task's account");
+                        continue;
+                    }
+                };
+                self.fair.set_cap(account, cap);
+            }
+            self.submit(id, account);
+        }
+    }
+
+    /// A plan's cap of running tasks; a plan no longer configured runs one.
+    fn cap_of(&self, plan: &PlanName) -> Option<usize> {
+        match self.plans.get(plan) {
+            Some(limits) => limits.max_running_tasks.map(|n| n as usize),
+            None => Some(1),
         }
     }
 
@@ -216,7 +275,14 @@ impl Executor {
     /// write instead of an insert and a claim. Otherwise it is stored queued
     /// and the dispatcher runs it when a worker frees up. Returns the task as
     /// stored.
-    pub async fn enqueue(self: &Arc<Self>, task: TaskRecord) -> StoreResult<TaskRecord> {
+    /// `max_running` is the account's plan's cap of running tasks.
+    pub async fn enqueue(
+        self: &Arc<Self>,
+        task: TaskRecord,
+        max_running: Option<u32>,
+    ) -> StoreResult<TaskRecord> {
+        self.fair
+            .set_cap(task.account_id, max_running.map(|n| n as usize));
         // In a task of its own: if the caller goes away (a client hanging up
         // drops its handler), a task already stored must still get run.
         let me = self.clone();
@@ -226,10 +292,16 @@ impl Executor {
     }
 
     async fn store_and_start(self: &Arc<Self>, task: TaskRecord) -> StoreResult<TaskRecord> {
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-            self.store.insert_task(&task).await?;
-            self.submit(task.id);
-            return Ok(task);
+        let account = task.account_id;
+        // A worker free at once, and the account under its cap with nothing
+        // of its own waiting: start now. Else wait in the account's turn.
+        let permit = match self.permits.clone().try_acquire_owned() {
+            Ok(permit) if self.fair.try_start(account) => permit,
+            _ => {
+                self.store.insert_task(&task).await?;
+                self.submit(task.id, account);
+                return Ok(task);
+            }
         };
         let now = task.created_at;
         let task = task.claimed(&self.runner, now, now.plus_ms(LEASE_MS))?;
@@ -239,6 +311,7 @@ impl Executor {
         if let Err(e) = self.store.insert_task(&task).await {
             self.running.lock().remove(&task.id);
             self.inflight.lock().remove(&task.id);
+            self.ended(account);
             return Err(e);
         }
         let me = self.clone();
@@ -248,6 +321,7 @@ impl Executor {
             me.execute_claimed(claimed, token).await;
             me.inflight.lock().remove(&id);
             drop(permit);
+            me.ended(account);
         });
         Ok(task)
     }

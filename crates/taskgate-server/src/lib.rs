@@ -10,6 +10,7 @@ pub mod config;
 pub mod envelope;
 pub mod error;
 pub mod executor;
+pub mod fair;
 pub mod meta;
 pub mod metrics;
 pub mod openapi;
@@ -147,7 +148,14 @@ pub async fn start_with_env(
         .instance_id
         .clone()
         .unwrap_or_else(|| default_instance_id(addr));
-    let executor = Executor::start(store.clone(), catalog.clone(), runner, config.workers).await?;
+    let executor = Executor::start(
+        store.clone(),
+        catalog.clone(),
+        runner,
+        config.workers,
+        config.plans.clone(),
+    )
+    .await?;
     let openapi = Bytes::from(openapi::document(&catalog));
     let state = Arc::new(AppState {
         limiter: RateLimiter::memory(),

@@ -291,6 +291,7 @@ mod tests {
     const FREE: PlanLimits = PlanLimits {
         per_minute: Some(3),
         per_day: Some(5),
+        max_running_tasks: None,
     };
 
     #[test]
@@ -338,6 +339,7 @@ mod tests {
             PlanLimits {
                 per_minute: None,
                 per_day: None,
+                max_running_tasks: None,
             },
             0,
         );

@@ -169,6 +169,14 @@ pub trait TaskStore: Send + Sync {
     -> StoreResult<bool>;
     /// Ids of queued tasks, oldest first.
     async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<TaskId>>;
+    /// Queued tasks with their accounts, taking turns: every account's
+    /// oldest, then every account's second oldest, …, at most `per_account`
+    /// of one account and `limit` in all. What fair dispatch reads.
+    async fn queued_tasks(
+        &self,
+        per_account: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<(TaskId, AccountId)>>;
     /// Extends the leases of those of `ids` that `runner` is running: the
     /// tasks it is executing now, so a task whose execution was lost stops
     /// being renewed and the sweeper ends it.

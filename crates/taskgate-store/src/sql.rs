@@ -86,6 +86,8 @@ pub struct Statements {
     pub interrupt: String,
     /// Queued ids, oldest first: `$1` limit.
     pub queued_ids: String,
+    /// Queued ids and accounts by turn: `$1` per account, `$2` limit.
+    pub queued_by_turn: String,
     /// `$1` attempts, `$2` id, only of a cancelled task.
     pub cancelled_attempts: String,
     /// Lease renewal, without its `id IN (…)` list: `$1` runner, `$2` lease.
@@ -135,6 +137,12 @@ impl Statements {
             ),
             queued_ids: format!(
                 "SELECT id FROM tasks WHERE {} ORDER BY id LIMIT $1",
+                status_in(&[TaskStatus::Queued])
+            ),
+            queued_by_turn: format!(
+                "SELECT id, account_id FROM (SELECT id, account_id, ROW_NUMBER() OVER \
+                 (PARTITION BY account_id ORDER BY id) AS turn FROM tasks WHERE {}) queued \
+                 WHERE turn <= $1 ORDER BY turn, id LIMIT $2",
                 status_in(&[TaskStatus::Queued])
             ),
             cancelled_attempts: format!(
@@ -520,6 +528,18 @@ macro_rules! impl_store {
                         .fetch_all(self.reader())
                         .await?;
                 Ok(rows.into_iter().map(|r| r.0).collect())
+            }
+
+            async fn queued_tasks(
+                &self,
+                per_account: i64,
+                limit: i64,
+            ) -> $crate::StoreResult<Vec<(taskgate_core::TaskId, taskgate_core::AccountId)>> {
+                Ok(sqlx::query_as($statements.queued_by_turn.as_str())
+                    .bind(per_account)
+                    .bind(limit)
+                    .fetch_all(self.reader())
+                    .await?)
             }
 
             async fn record_cancelled_attempts(

@@ -76,6 +76,7 @@ conformance! {
         list_bounds_order_limit,
         queued_ids_oldest_first,
         list_by_allowed_apis,
+        queued_tasks_take_turns,
     ],
     lifecycle: [
         claim_only_once,

@@ -522,14 +522,21 @@ async fn execute(
         lease_until: None,
     };
     if request.asynchronous {
-        let stored = app.executor.enqueue(task).await?;
+        let stored = app
+            .executor
+            .enqueue(task, principal.max_running_tasks)
+            .await?;
         attach(app, principal, hold, stored.id).await;
         return answer(&stored);
     }
     // Wait registered first: a fast task may finish before enqueue returns.
     let done = app.executor.wait(task.id);
     let id = task.id;
-    let stored = match app.executor.enqueue(task).await {
+    let stored = match app
+        .executor
+        .enqueue(task, principal.max_running_tasks)
+        .await
+    {
         Ok(stored) => stored,
         Err(e) => {
             drop(done);

@@ -117,6 +117,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         Arc::new(catalog),
         RunnerId::parse("panic-test").unwrap(),
         1,
+        Default::default(),
     )
     .await
     .unwrap();
@@ -157,7 +158,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
     ] {
         let t = task(input);
         let done = executor.wait(t.id);
-        executor.enqueue(t.clone()).await.unwrap();
+        executor.enqueue(t.clone(), None).await.unwrap();
         let finished = tokio::time::timeout(std::time::Duration::from_secs(10), done)
             .await
             .expect("the task ends")
@@ -516,3 +517,75 @@ async fn connections_are_capped() {
     drop(second);
     app.stop().await;
 }
+
+/// A plan's `max_running_tasks` caps an account's running tasks (test-mode
+/// sandbox delays count like real work); its other tasks wait `queued` and
+/// start as running ones end; another account's task does not wait behind
+/// that backlog.
+async fn an_accounts_running_tasks_are_capped_and_others_are_not_held(backend: Backend) {
+    use taskgate_core::{KeyType, Timestamp};
+    use taskgate_server::config::PlanLimits;
+
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            c.workers = 8;
+            c.plans.insert(
+                "capped".parse().unwrap(),
+                PlanLimits {
+                    per_minute: None,
+                    per_day: None,
+                    max_running_tasks: Some(2),
+                },
+            );
+        })
+        .plan("capped")
+        .start()
+        .await
+    else {
+        return;
+    };
+    let a = app.client(&app.test);
+    let other = app.create_account("capped").await;
+    let b = app.client(&app.create_key(&other, KeyType::Test).await);
+    let slow = json!({"api": "sentiment", "input": {"text": "good"}, "mode": "async",
+                      "sandbox": {"delay_ms": 300}});
+    let mut backlog = Vec::new();
+    for _ in 0..10 {
+        let r = a.call(slow.clone()).await.expect(202);
+        backlog.push(r.data()["id"].as_str().unwrap().to_owned());
+    }
+    let quick = json!({"api": "sentiment", "input": {"text": "good"}, "mode": "async"});
+    let b_task = b.call(quick).await.expect(202);
+    let b_task = b.wait_terminal(b_task.data()["id"].as_str().unwrap()).await;
+    assert_eq!(b_task["status"], json!("succeeded"));
+
+    // While A's backlog drains, never more than two of its tasks run.
+    let mut most = 0;
+    loop {
+        let running = a.get("tasks?status=running&limit=100").await.expect(200);
+        let n = running.data()["items"].as_array().unwrap().len();
+        most = most.max(n);
+        assert!(n <= 2, "{n} tasks of a capped account running");
+        let left = a
+            .get("tasks?status=queued,running&limit=100")
+            .await
+            .expect(200);
+        if left.data()["items"].as_array().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    }
+    assert_eq!(most, 2, "the cap is reached, not undershot");
+    let at =
+        |v: &serde_json::Value, k: &str| Timestamp::parse_rfc3339(v[k].as_str().unwrap()).unwrap();
+    let mut last_start = None;
+    for id in &backlog {
+        let t = a.wait_terminal(id).await;
+        assert_eq!(t["status"], json!("succeeded"));
+        last_start = last_start.max(Some(at(&t, "started_at")));
+    }
+    // B's task did not wait for A's backlog of ten 300 ms tasks.
+    assert!(at(&b_task, "completed_at") < last_start.unwrap());
+    app.stop().await;
+}
+both!(an_accounts_running_tasks_are_capped_and_others_are_not_held);

@@ -208,6 +208,7 @@ async fn refused_requests_do_not_count(backend: Backend) {
     let roomy = PlanLimits {
         per_minute: Some(100),
         per_day: Some(8),
+        max_running_tasks: None,
     };
     let Some(app) = TestApp::builder(backend)
         .plan("tiny")
@@ -407,6 +408,7 @@ async fn the_day_limit_holds_for_the_utc_day(backend: Backend) {
                 PlanLimits {
                     per_minute: None,
                     per_day: Some(3),
+                    max_running_tasks: None,
                 },
             );
         })

@@ -79,6 +79,7 @@ impl TestApp {
             PlanLimits {
                 per_minute: Some(5),
                 per_day: Some(8),
+                max_running_tasks: None,
             },
         );
         Builder {

@@ -276,3 +276,36 @@ pub async fn list_by_allowed_apis(store: Arc<dyn Store>) {
     q.apis = None;
     assert_eq!(list_ids(&*store, &q).await.len(), 3);
 }
+
+/// Fair dispatch reads the queue by turns: each account's oldest first.
+pub async fn queued_tasks_take_turns(store: Arc<dyn Store>) {
+    assert!(store.queued_tasks(10, 100).await.unwrap().is_empty());
+    let (a, b, c) = ("acct_a", "acct_b", "acct_c");
+    let a1 = insert(&*store, task(a, "live", "language")).await;
+    let a2 = insert(&*store, task(a, "live", "language")).await;
+    let a3 = insert(&*store, task(a, "test", "language")).await;
+    let b1 = insert(&*store, task(b, "live", "language")).await;
+    insert(&*store, ended_task(c, "live", "language", "succeeded")).await;
+    let c1 = insert(&*store, task(c, "live", "language")).await;
+    let b2 = insert(&*store, task(b, "live", "language")).await;
+    let turns = |v: &[&TaskRecord]| -> Vec<_> { v.iter().map(|t| (t.id, t.account_id)).collect() };
+
+    assert_eq!(
+        store.queued_tasks(10, 100).await.unwrap(),
+        turns(&[&a1, &b1, &c1, &a2, &b2, &a3])
+    );
+    assert_eq!(
+        store.queued_tasks(1, 100).await.unwrap(),
+        turns(&[&a1, &b1, &c1])
+    );
+    assert_eq!(store.queued_tasks(10, 2).await.unwrap(), turns(&[&a1, &b1]));
+    // Claimed tasks leave the queue: A's next one takes its place in turn 1.
+    store
+        .claim_task(a1.id, &runner("runner-1"), at(T0 + 10), at(T0 + 60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.queued_tasks(1, 100).await.unwrap(),
+        turns(&[&a2, &b1, &c1])
+    );
+}
