@@ -152,7 +152,9 @@ pub trait TaskStore: Send + Sync {
     /// any other status is [`StoreError::Forbidden`]), only if the task is
     /// still running (a cancelled task's late result is dropped). Adds
     /// `finish.cost_micros` to the account's spend for the month of
-    /// `finish.completed_at` when live.
+    /// `finish.completed_at` when live, and gives back the task's
+    /// reservation (cancel and interrupt give it back too), in one
+    /// transaction.
     async fn finish_task(&self, id: TaskId, finish: &TaskFinish) -> StoreResult<bool>;
     /// [`Transition::Cancel`]. Returns the task as it stands afterwards.
     async fn cancel_task(
@@ -241,6 +243,28 @@ pub trait IdempotencyStore: Send + Sync {
 pub trait UsageStore: Send + Sync {
     /// Micro-USD spent by the account in `month` (`YYYY-MM`, UTC).
     async fn month_spend(&self, account_id: AccountId, month: &str) -> StoreResult<i64>;
+    /// Micro-USD reserved in `month` by the account's calls still running.
+    async fn month_reserved(&self, account_id: AccountId, month: &str) -> StoreResult<i64>;
+    /// Reserves `amount` of the account's spend in `month`, if its spend and
+    /// reservations are below `limit` and stay within it with this one: the
+    /// check and the reservation are one atomic step. Whether it reserved.
+    /// The task made for the call carries the amount (`reserved_micros`), and
+    /// its end gives it back ([`TaskStore::finish_task`], cancel, interrupt).
+    async fn reserve_spend(
+        &self,
+        account_id: AccountId,
+        month: &str,
+        amount: i64,
+        limit: i64,
+    ) -> StoreResult<bool>;
+    /// Gives back a reservation no task holds (its call was refused after
+    /// reserving).
+    async fn release_spend(
+        &self,
+        account_id: AccountId,
+        month: &str,
+        amount: i64,
+    ) -> StoreResult<()>;
 }
 
 /// Every durable operation the service performs, on one backend.

@@ -76,6 +76,9 @@ pub struct TaskRecord {
     pub completed_at: Option<Timestamp>,
     pub runner: Option<RunnerId>,
     pub lease_until: Option<Timestamp>,
+    /// Micro-USD reserved against the account's spend limit when the call
+    /// was accepted (month of `created_at`), given back when the task ends.
+    pub reserved_micros: i64,
 }
 
 impl TaskRecord {

@@ -18,7 +18,7 @@ macro_rules! task_columns {
     () => {
         "id, account_id, mode, api, status, input, output, error, units, input_tokens, output_tokens, \
          cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, events, attempts, \
-         created_at, started_at, completed_at, runner, lease_until"
+         created_at, started_at, completed_at, runner, lease_until, reserved_micros"
     };
 }
 
@@ -33,15 +33,31 @@ pub const GET_TASK_BY_ID: &str = concat!("SELECT ", task_columns!(), " FROM task
 pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST('' AS TEXT) AS input, \
      CAST(NULL AS TEXT) AS output, error, units, input_tokens, output_tokens, cost_micros, metadata, \
      key_id, idempotency_key, timeout_ms, sandbox, events, attempts, created_at, started_at, \
-     completed_at, runner, lease_until";
+     completed_at, runner, lease_until, reserved_micros";
 
 pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
-     events, attempts, created_at, started_at, completed_at, runner, lease_until) VALUES ($1, $2, $3, $4, $5, \
-     $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
+     events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) VALUES ($1, \
+     $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, \
+     $24, $25)";
 
 pub const UPSERT_SPEND: &str = "INSERT INTO account_spend (account_id, month, micros) VALUES ($1, $2, $3) \
      ON CONFLICT (account_id, month) DO UPDATE SET micros = account_spend.micros + excluded.micros";
+
+/// Gives back `$3` reserved micro-USD of account `$1` in month `$2`.
+pub const RELEASE_SPEND: &str = "UPDATE account_spend SET reserved = CASE WHEN reserved > $3 \
+     THEN reserved - $3 ELSE 0 END WHERE account_id = $1 AND month = $2";
+
+/// Reserves `$3` micro-USD of account `$1` in month `$2` if the spend and the
+/// reservations stay within the limit `$4`, and are below it now: the check
+/// and the reservation are one statement, so concurrent calls cannot all
+/// pass the same check.
+pub const RESERVE_SPEND: &str = "INSERT INTO account_spend (account_id, month, micros, reserved) \
+     SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST(0 AS BIGINT), CAST($3 AS BIGINT) \
+     WHERE CAST($3 AS BIGINT) <= CAST($4 AS BIGINT) AND CAST($4 AS BIGINT) > 0 \
+     ON CONFLICT (account_id, month) DO UPDATE SET reserved = account_spend.reserved + excluded.reserved \
+     WHERE account_spend.micros + account_spend.reserved < CAST($4 AS BIGINT) \
+     AND account_spend.micros + account_spend.reserved + excluded.reserved <= CAST($4 AS BIGINT)";
 
 macro_rules! key_columns {
     () => {
@@ -101,7 +117,8 @@ impl Statements {
             format!(
                 "UPDATE tasks SET status = $2, output = $3, error = $4, units = $5, input_tokens = $6, \
                  output_tokens = $7, cost_micros = $8, attempts = $9, completed_at = $10, \
-                 lease_until = NULL, events = {} WHERE id = $1 AND {}",
+                 lease_until = NULL, events = {} WHERE id = $1 AND {} \
+                 RETURNING account_id, reserved_micros, created_at",
                 append(11),
                 status_in(t.from())
             )
@@ -130,7 +147,8 @@ impl Statements {
             ),
             interrupt: format!(
                 "UPDATE tasks SET status = '{}', error = $2, completed_at = $1, lease_until = NULL, \
-                 events = {} WHERE {} AND (lease_until < $1 OR runner = $4) RETURNING id",
+                 events = {} WHERE {} AND (lease_until < $1 OR runner = $4) \
+                 RETURNING id, account_id, reserved_micros, created_at",
                 interrupt.to().as_str(),
                 append(3),
                 status_in(interrupt.from())
@@ -581,14 +599,28 @@ macro_rules! impl_store {
             ) -> $crate::StoreResult<Vec<taskgate_core::TaskId>> {
                 let event = taskgate_core::TaskEvent::new($crate::Transition::Interrupt.to(), now)
                     .with_message("the process running this task stopped");
-                let rows: Vec<(taskgate_core::TaskId,)> =
-                    sqlx::query_as($statements.interrupt.as_str())
-                        .bind(now)
-                        .bind(taskgate_core::TaskError::interrupted())
-                        .bind(event)
-                        .bind(dead_runner)
-                        .fetch_all(self.writer())
+                let mut tx = self.writer().begin().await?;
+                let rows: Vec<(
+                    taskgate_core::TaskId,
+                    taskgate_core::AccountId,
+                    i64,
+                    taskgate_core::Timestamp,
+                )> = sqlx::query_as($statements.interrupt.as_str())
+                    .bind(now)
+                    .bind(taskgate_core::TaskError::interrupted())
+                    .bind(event)
+                    .bind(dead_runner)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for (_, account, reserved, created_at) in rows.iter().filter(|r| r.2 > 0) {
+                    sqlx::query($crate::sql::RELEASE_SPEND)
+                        .bind(*account)
+                        .bind(created_at.month_key())
+                        .bind(*reserved)
+                        .execute(&mut *tx)
                         .await?;
+                }
+                tx.commit().await?;
                 Ok(rows.into_iter().map(|r| r.0).collect())
             }
         }
@@ -770,6 +802,52 @@ macro_rules! impl_store {
                         .await?;
                 Ok(row.map_or(0, |r| r.0))
             }
+
+            async fn month_reserved(
+                &self,
+                account_id: taskgate_core::AccountId,
+                month: &str,
+            ) -> $crate::StoreResult<i64> {
+                let row: Option<(i64,)> =
+                    sqlx::query_as("SELECT reserved FROM account_spend WHERE account_id = $1 AND month = $2")
+                        .bind(account_id)
+                        .bind(month)
+                        .fetch_optional(self.reader())
+                        .await?;
+                Ok(row.map_or(0, |r| r.0))
+            }
+
+            async fn reserve_spend(
+                &self,
+                account_id: taskgate_core::AccountId,
+                month: &str,
+                amount: i64,
+                limit: i64,
+            ) -> $crate::StoreResult<bool> {
+                let r = sqlx::query($crate::sql::RESERVE_SPEND)
+                    .bind(account_id)
+                    .bind(month)
+                    .bind(amount)
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn release_spend(
+                &self,
+                account_id: taskgate_core::AccountId,
+                month: &str,
+                amount: i64,
+            ) -> $crate::StoreResult<()> {
+                sqlx::query($crate::sql::RELEASE_SPEND)
+                    .bind(account_id)
+                    .bind(month)
+                    .bind(amount)
+                    .execute(self.writer())
+                    .await?;
+                Ok(())
+            }
         }
     };
 }
@@ -807,6 +885,7 @@ macro_rules! impl_sqlx_hot_writes {
                     .bind(t.completed_at)
                     .bind(&t.runner)
                     .bind(t.lease_until)
+                    .bind(t.reserved_micros)
                     .execute(self.writer())
                     .await?;
                 Ok(())
@@ -837,24 +916,33 @@ macro_rules! impl_sqlx_hot_writes {
                 f: &$crate::TaskFinish,
             ) -> $crate::StoreResult<bool> {
                 let mut tx = self.writer().begin().await?;
-                let done = sqlx::query($statements.ending(transition))
-                    .bind(id)
-                    .bind(transition.to())
-                    .bind(&f.output)
-                    .bind(&f.error)
-                    .bind(f.units)
-                    .bind(f.input_tokens)
-                    .bind(f.output_tokens)
-                    .bind(f.cost_micros)
-                    .bind(&f.attempts)
-                    .bind(f.completed_at)
-                    .bind(f.event())
-                    .execute(&mut *tx)
-                    .await?;
-                if done.rows_affected() != 1 {
+                let done: Option<(taskgate_core::AccountId, i64, taskgate_core::Timestamp)> =
+                    sqlx::query_as($statements.ending(transition))
+                        .bind(id)
+                        .bind(transition.to())
+                        .bind(&f.output)
+                        .bind(&f.error)
+                        .bind(f.units)
+                        .bind(f.input_tokens)
+                        .bind(f.output_tokens)
+                        .bind(f.cost_micros)
+                        .bind(&f.attempts)
+                        .bind(f.completed_at)
+                        .bind(f.event())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((account, reserved, created_at)) = done else {
                     // Cancelled (or ended by the sweeper) meanwhile: drop the result.
                     tx.rollback().await?;
                     return Ok(false);
+                };
+                if reserved > 0 {
+                    sqlx::query($crate::sql::RELEASE_SPEND)
+                        .bind(account)
+                        .bind(created_at.month_key())
+                        .bind(reserved)
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 if let (Some(account), true) = (f.charge_account, f.cost_micros > 0) {
                     sqlx::query($crate::sql::UPSERT_SPEND)
@@ -910,14 +998,26 @@ macro_rules! impl_sqlx_hot_writes {
                 now: taskgate_core::Timestamp,
                 event: taskgate_core::TaskEvent,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                Ok(sqlx::query_as($statements.cancel.as_str())
-                    .bind(id)
-                    .bind(account_id)
-                    .bind(mode)
-                    .bind(now)
-                    .bind(event)
-                    .fetch_optional(self.writer())
-                    .await?)
+                let mut tx = self.writer().begin().await?;
+                let cancelled: Option<$crate::TaskRecord> =
+                    sqlx::query_as($statements.cancel.as_str())
+                        .bind(id)
+                        .bind(account_id)
+                        .bind(mode)
+                        .bind(now)
+                        .bind(event)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
+                    sqlx::query($crate::sql::RELEASE_SPEND)
+                        .bind(t.account_id)
+                        .bind(t.created_at.month_key())
+                        .bind(t.reserved_micros)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(cancelled)
             }
         }
     };
@@ -946,7 +1046,7 @@ mod tests {
         );
         assert!(
             s.succeed
-                .ends_with(&format!("WHERE id = $1 AND {}", is(Running)))
+                .contains(&format!("WHERE id = $1 AND {} RETURNING", is(Running)))
         );
         assert_eq!(s.succeed, s.fail);
         assert!(s.cancel.starts_with(&set(Cancelled)));

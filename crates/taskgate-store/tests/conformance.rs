@@ -86,6 +86,7 @@ conformance! {
         cancel_transitions,
         renew_counts_own_running_tasks,
         interrupt_expired_and_dead_runner,
+        reservations_hold_the_limit_and_are_settled,
     ],
     transitions: [
         every_forbidden_transition_is_refused,
@@ -104,6 +105,7 @@ conformance! {
         concurrent_stale_takeover_once,
         concurrent_claim_once,
         concurrent_finish_once,
+        concurrent_reservations_never_overshoot,
     ],
 }
 

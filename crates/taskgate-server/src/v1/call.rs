@@ -520,6 +520,7 @@ async fn execute(
         completed_at: None,
         runner: None,
         lease_until: None,
+        reserved_micros: 0,
     };
     if request.asynchronous {
         let stored = app

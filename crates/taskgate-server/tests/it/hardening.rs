@@ -148,6 +148,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
             completed_at: None,
             runner: None,
             lease_until: None,
+            reserved_micros: 0,
         }
     };
     for (input, ends) in [

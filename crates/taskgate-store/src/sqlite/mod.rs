@@ -130,6 +130,7 @@ impl SqliteStore {
                         &t.completed_at,
                         &t.runner,
                         &t.lease_until,
+                        &t.reserved_micros,
                     ],
                 )?;
                 stmt.raw_execute()?;
@@ -182,9 +183,19 @@ impl SqliteStore {
                         &f.event(),
                     ],
                 )?;
-                if stmt.raw_execute()? != 1 {
+                let done: Option<(AccountId, i64, Timestamp)> = {
+                    let mut rows = stmt.raw_query();
+                    match rows.next()? {
+                        Some(r) => Some((column(r, 0)?, column(r, 1)?, column(r, 2)?)),
+                        None => None,
+                    }
+                };
+                let Some((account, reserved, created_at)) = done else {
                     // Cancelled (or ended by the sweeper) meanwhile: drop the result.
                     return Ok(false);
+                };
+                if reserved > 0 {
+                    release(conn, account, created_at, reserved)?;
                 }
                 if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
                     let mut spend = conn.prepare_cached(crate::sql::UPSERT_SPEND)?;
@@ -209,8 +220,14 @@ impl SqliteStore {
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(&STATEMENTS.cancel)?;
                 bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
-                let mut rows = stmt.raw_query();
-                rows.next()?.map(task_from_row).transpose()
+                let cancelled = {
+                    let mut rows = stmt.raw_query();
+                    rows.next()?.map(task_from_row).transpose()?
+                };
+                if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
+                    release(conn, t.account_id, t.created_at, t.reserved_micros)?;
+                }
+                Ok(cancelled)
             })
             .await
     }
@@ -304,5 +321,20 @@ fn task_from_row(r: &rusqlite::Row<'_>) -> StoreResult<TaskRecord> {
         completed_at: column(r, 21)?,
         runner: column(r, 22)?,
         lease_until: column(r, 23)?,
+        reserved_micros: column(r, 24)?,
     })
+}
+
+/// Gives back a task's reservation, in the writer's transaction.
+fn release(
+    conn: &rusqlite::Connection,
+    account: AccountId,
+    created_at: Timestamp,
+    reserved: i64,
+) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(crate::sql::RELEASE_SPEND)?;
+    let month = created_at.month_key();
+    bind(&mut stmt, &[&account, &month, &reserved])?;
+    stmt.raw_execute()?;
+    Ok(())
 }

@@ -200,3 +200,22 @@ pub async fn concurrent_finish_once(store: Arc<dyn Store>) {
         "the cost counts once, and only for a result"
     );
 }
+
+/// Concurrent reservations against one limit: exactly as many as fit.
+pub async fn concurrent_reservations_never_overshoot(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let month = at(T0).month_key();
+    let results = race(25, |_| {
+        let store = store.clone();
+        let month = month.clone();
+        async move {
+            store
+                .reserve_spend(acme.id, &month, 10, 100)
+                .await
+                .expect("reserve")
+        }
+    })
+    .await;
+    assert_eq!(results.iter().filter(|r| **r).count(), 10, "{results:?}");
+    assert_eq!(store.month_reserved(acme.id, &month).await.unwrap(), 100);
+}

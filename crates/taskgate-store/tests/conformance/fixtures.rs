@@ -149,6 +149,7 @@ pub fn task(account_id: &str, mode_name: &str, api_name: &str) -> TaskRecord {
         completed_at: None,
         runner: None,
         lease_until: None,
+        reserved_micros: 0,
     }
 }
 

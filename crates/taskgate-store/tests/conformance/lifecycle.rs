@@ -460,3 +460,80 @@ pub async fn interrupt_expired_and_dead_runner(store: Arc<dyn Store>) {
     both.sort();
     assert_eq!(both, ids(&[&x, &y]));
 }
+
+/// Spend reservations: the check and the reservation are one step, and a
+/// task's end (finish, cancel, interrupt) gives its reservation back, the
+/// finish charging the real cost instead.
+pub async fn reservations_hold_the_limit_and_are_settled(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let jan = at(T0).month_key();
+    let reserve = |amount: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .reserve_spend(acme.id, &at(T0).month_key(), amount, 100)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(!reserve(101).await, "more than the limit");
+    assert!(reserve(60).await);
+    assert!(!reserve(41).await, "past the limit with the reservations");
+    assert!(reserve(40).await);
+    assert_eq!(store.month_reserved(acme.id, &jan).await.unwrap(), 100);
+    assert!(!reserve(0).await, "the limit is reached");
+    store.release_spend(acme.id, &jan, 40).await.unwrap();
+    store.release_spend(acme.id, &jan, 60).await.unwrap();
+    assert_eq!(store.month_reserved(acme.id, &jan).await.unwrap(), 0);
+
+    // A finished task: its reservation back, its real cost charged.
+    assert!(reserve(50).await);
+    let mut t = task_of(acme.id, "live", "language");
+    t.reserved_micros = 50;
+    let t = insert(&*store, t).await;
+    store
+        .claim_task(t.id, &runner("runner-1"), at(T0 + 1), at(T0 + HOUR))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store
+            .finish_task(t.id, &finish("succeeded", 30, T0 + 2, Some(acme.id)))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.month_reserved(acme.id, &jan).await.unwrap(), 0);
+    assert_eq!(store.month_spend(acme.id, &jan).await.unwrap(), 30);
+
+    // Cancelled (queued or running) and interrupted tasks give theirs back.
+    for end in ["cancel queued", "cancel running", "interrupt"] {
+        assert!(reserve(20).await, "{end}");
+        let mut t = task_of(acme.id, "live", "language");
+        t.reserved_micros = 20;
+        let t = insert(&*store, t).await;
+        if end != "cancel queued" {
+            store
+                .claim_task(t.id, &runner("runner-1"), at(T0 + 1), at(T0 + 2))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        if end == "interrupt" {
+            assert_eq!(
+                store.interrupt_expired(at(T0 + 10), None).await.unwrap(),
+                vec![t.id]
+            );
+        } else {
+            store
+                .cancel_task(acme.id, mode("live"), t.id, at(T0 + 3))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store.month_reserved(acme.id, &jan).await.unwrap(),
+            0,
+            "{end}"
+        );
+    }
+    assert_eq!(store.month_spend(acme.id, &jan).await.unwrap(), 30);
+}
