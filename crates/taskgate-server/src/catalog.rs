@@ -53,6 +53,40 @@ impl ApiEntry {
         nanos_to_micros(nanos)
     }
 
+    /// What a live call is reserved against its account's spend limit when it
+    /// is accepted, before the real usage is known: the per-call price (times
+    /// the images an image call asks for); for token-priced APIs, one input
+    /// token per 3 bytes of the input's JSON plus the input's `max_tokens`
+    /// output tokens (none without it: the output is charged when the task
+    /// ends). Rounded up to the micro-dollar.
+    pub fn estimate(&self, input: &Value, input_bytes: usize) -> Micros {
+        let price = |nanos: i64| nanos.max(0) as u128;
+        let nanos: u128 = match self.spec.pricing {
+            Pricing::PerCall { price_nanos } => {
+                let units = input
+                    .get("n")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1)
+                    .clamp(1, 100);
+                price(price_nanos) * units as u128
+            }
+            Pricing::PerKiloTokens {
+                input_nanos,
+                output_nanos,
+            } => {
+                let input_tokens = (input_bytes as u128).div_ceil(3).max(1);
+                let output_tokens = input
+                    .get("max_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .min(1 << 24) as u128;
+                (price(input_nanos) * input_tokens + price(output_nanos) * output_tokens)
+                    .div_ceil(1000)
+            }
+        };
+        Micros(i64::try_from(nanos.div_ceil(1000)).unwrap_or(i64::MAX))
+    }
+
     /// `{slug, object, name, description, kind, provider, status, modes, pricing}`
     pub fn summary(&self) -> Value {
         json!({
@@ -429,6 +463,31 @@ mod tests {
 
     fn slugs(c: &Catalog) -> Vec<&str> {
         c.all().iter().map(|e| e.spec.slug.as_str()).collect()
+    }
+
+    #[test]
+    fn reservations_estimate_a_calls_price() {
+        let mut config = Config::default();
+        config.catalog.apis.insert(
+            "openai-chat".to_owned(),
+            ApiOverride {
+                input_price_per_1k_tokens_usd: Some("0.003".to_owned()),
+                output_price_per_1k_tokens_usd: Some("0.006".to_owned()),
+                ..ApiOverride::default()
+            },
+        );
+        let c = Catalog::from_config(&config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        let per_call = c.get("sentiment").unwrap();
+        assert_eq!(per_call.estimate(&json!({"text": "x"}), 12), Micros(100));
+        let chat = c.get("openai-chat").unwrap();
+        let input = json!({"messages": [], "max_tokens": 1000});
+        // 300 bytes: 100 input tokens (0.0003 USD) + 1,000 output (0.006 USD).
+        assert_eq!(chat.estimate(&input, 300), Micros(6_300));
+        // Without max_tokens, the input only; rounded up to the micro-dollar.
+        assert_eq!(chat.estimate(&json!({"messages": []}), 1), Micros(3));
+        // Whatever the input says, no overflow.
+        let huge = json!({"max_tokens": u64::MAX, "n": u64::MAX});
+        assert!(chat.estimate(&huge, usize::MAX).0 > 0);
     }
 
     #[test]

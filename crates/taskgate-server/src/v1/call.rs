@@ -33,6 +33,8 @@ const IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
 struct CallRequest {
     entry: Arc<ApiEntry>,
     input: Value,
+    /// The size of `input` as JSON.
+    input_bytes: usize,
     asynchronous: bool,
     timeout_ms: u64,
     metadata: Map<String, Value>,
@@ -322,10 +324,11 @@ fn parse(
         }
         Some(v) => Some(check_sandbox(v)?),
     };
-    check_input(&entry, &input)?;
+    let input_bytes = check_input(&entry, &input)?;
     Ok(CallRequest {
         entry,
         input,
+        input_bytes,
         asynchronous,
         timeout_ms,
         metadata,
@@ -439,7 +442,8 @@ fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
 
 /// `input` against the API's size limit and JSON Schema: every violation is
 /// reported.
-fn check_input(entry: &ApiEntry, input: &Value) -> ApiResult<()> {
+/// The input's size as JSON, when it is valid.
+fn check_input(entry: &ApiEntry, input: &Value) -> ApiResult<usize> {
     let max = entry.spec.max_input_bytes;
     let size = serde_json::to_vec(input)
         .map(|v| v.len() as u64)
@@ -454,7 +458,7 @@ fn check_input(entry: &ApiEntry, input: &Value) -> ApiResult<()> {
     }
     let violations = entry.input_schema.violations(input);
     let Some(first) = violations.first() else {
-        return Ok(());
+        return Ok(size as usize);
     };
     let param = pointer_to_param(&first.path);
     let details: Vec<Value> = violations
@@ -492,9 +496,7 @@ async fn execute(
     hold: Option<&Hold>,
 ) -> ApiResult<Response> {
     let now = Timestamp::now();
-    if principal.mode == Mode::Live {
-        check_spend(app, principal, now).await?;
-    }
+    let reserved = reserve_spend(app, principal, &request, now).await?;
     let task = TaskRecord {
         id: TaskId::at(now),
         account_id: principal.account_id,
@@ -520,13 +522,30 @@ async fn execute(
         completed_at: None,
         runner: None,
         lease_until: None,
-        reserved_micros: 0,
+        reserved_micros: reserved,
+    };
+    let release = async || {
+        if reserved > 0
+            && let Err(e) = app
+                .store
+                .release_spend(principal.account_id, &now.month_key(), reserved)
+                .await
+        {
+            tracing::error!(error = %e, "cannot give back a refused call's reservation");
+        }
     };
     if request.asynchronous {
-        let stored = app
+        let stored = match app
             .executor
             .enqueue(task, principal.max_running_tasks)
-            .await?;
+            .await
+        {
+            Ok(stored) => stored,
+            Err(e) => {
+                release().await;
+                return Err(e.into());
+            }
+        };
         attach(app, principal, hold, stored.id).await;
         return answer(&stored);
     }
@@ -542,6 +561,7 @@ async fn execute(
         Err(e) => {
             drop(done);
             app.executor.forget(id);
+            release().await;
             return Err(e.into());
         }
     };
@@ -605,15 +625,28 @@ fn answer(task: &TaskRecord) -> ApiResult<Response> {
     Ok(response)
 }
 
-async fn check_spend(app: &AppState, principal: &Principal, now: Timestamp) -> ApiResult<()> {
-    let Some(limit) = principal.monthly_spend_limit_micros else {
-        return Ok(());
+/// Reserves a live call's estimated cost against the account's monthly
+/// spend limit, in one atomic step with the check: 403 if the month's spend
+/// and reservations have reached the limit or this call would pass it. The
+/// amount reserved (0 without a limit, and in test mode).
+async fn reserve_spend(
+    app: &AppState,
+    principal: &Principal,
+    request: &CallRequest,
+    now: Timestamp,
+) -> ApiResult<i64> {
+    let (Mode::Live, Some(limit)) = (principal.mode, principal.monthly_spend_limit_micros) else {
+        return Ok(0);
     };
-    let spent = app
+    let estimate = request
+        .entry
+        .estimate(&request.input, request.input_bytes)
+        .0;
+    let reserved = app
         .store
-        .month_spend(principal.account_id, &now.month_key())
+        .reserve_spend(principal.account_id, &now.month_key(), estimate, limit)
         .await?;
-    if spent >= limit {
+    if !reserved {
         return Err(ApiError::forbidden(
             "usage_limit_exceeded",
             format!(
@@ -622,7 +655,7 @@ async fn check_spend(app: &AppState, principal: &Principal, now: Timestamp) -> A
             ),
         ));
     }
-    Ok(())
+    Ok(estimate)
 }
 
 pub async fn status(

@@ -590,3 +590,50 @@ async fn an_accounts_running_tasks_are_capped_and_others_are_not_held(backend: B
     app.stop().await;
 }
 both!(an_accounts_running_tasks_are_capped_and_others_are_not_held);
+
+/// Concurrent live calls against a small spend limit: each reserves its
+/// price when accepted, so exactly as many as the limit pays for run, and
+/// the month's spend never passes the limit.
+async fn concurrent_calls_never_overshoot_the_spend_limit(backend: Backend) {
+    use taskgate_core::{AccountId, Timestamp};
+
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    // 0.0005 USD: five calls of the built-in APIs (0.0001 each).
+    taskgate_server::admin::update_account(
+        &*app.store,
+        &app.config,
+        &app.account_id,
+        None,
+        None,
+        Some("0.0005"),
+    )
+    .await
+    .unwrap();
+    let live = app.client(&app.live);
+    let calls: Vec<_> = (0..20)
+        .map(|i| {
+            let live = live.clone();
+            tokio::spawn(async move { live.call(sentiment(&format!("call {i}"))).await })
+        })
+        .collect();
+    let mut accepted = 0;
+    for call in calls {
+        let r = call.await.unwrap();
+        match r.status.as_u16() {
+            200 => accepted += 1,
+            403 => {
+                r.expect_error(403, "usage_limit_exceeded");
+            }
+            other => panic!("{other}: {}", r.text),
+        }
+    }
+    assert_eq!(accepted, 5);
+    let account = AccountId::parse(&app.account_id).unwrap();
+    let month = Timestamp::now().month_key();
+    assert_eq!(app.store.month_spend(account, &month).await.unwrap(), 500);
+    assert_eq!(app.store.month_reserved(account, &month).await.unwrap(), 0);
+    app.stop().await;
+}
+both!(concurrent_calls_never_overshoot_the_spend_limit);
