@@ -242,8 +242,10 @@ async fn check(
 }
 
 /// The key and its account, or the 401 to answer.
-async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Account), ApiError> {
-    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+/// The API key of an `Authorization` header, checked for format and
+/// checksum (no store is asked), or the 401 to answer.
+pub fn api_key_of(value: Option<&HeaderValue>) -> Result<ApiKeySecret, ApiError> {
+    let value = value.ok_or_else(|| {
         ApiError::unauthorized(
             "missing_authorization",
             "No API key. Send it as the header `Authorization: Bearer <API_KEY>`.",
@@ -261,9 +263,14 @@ async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Acc
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
         return Err(malformed());
     }
-    let invalid = || ApiError::unauthorized("invalid_api_key", "The API key is not valid.");
     // Wrong format or checksum: rejected without touching the store.
-    let secret = ApiKeySecret::parse(token).ok_or_else(invalid)?;
+    ApiKeySecret::parse(token)
+        .ok_or_else(|| ApiError::unauthorized("invalid_api_key", "The API key is not valid."))
+}
+
+async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Account), ApiError> {
+    let invalid = || ApiError::unauthorized("invalid_api_key", "The API key is not valid.");
+    let secret = api_key_of(headers.get(header::AUTHORIZATION))?;
     let hash = hash_key(secret.expose());
     let found = match app.keys.get(&hash) {
         Some(v) => v,

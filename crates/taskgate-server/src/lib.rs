@@ -14,6 +14,8 @@ pub mod fair;
 pub mod meta;
 pub mod metrics;
 pub mod openapi;
+#[cfg(test)]
+mod props;
 pub mod ratelimit;
 pub mod router;
 pub mod serve;

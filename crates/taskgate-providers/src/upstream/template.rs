@@ -377,3 +377,55 @@ mod tests {
         assert_eq!(depth(&json!({"a": [1, {"b": 2}]})), 3);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// Template text: placeholders (well-formed or not) among plain text.
+    fn template_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            any::<String>(),
+            prop::sample::select(vec![
+                "{{",
+                "}}",
+                "{{input.prompt}}",
+                "{{input.tags.1}}",
+                "{{response.output.0}}",
+                "{{ model }}",
+                "{{input.}}",
+                "{{.}}",
+                "{{input.n.9999999999999999999}}",
+                "{{job.id}}",
+                "{{{",
+                "}}}",
+                "{{input.flags}}",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        prop::collection::vec(piece, 0..8).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn templates_never_panic(text in template_text(), path in any::<String>(), nested in template_text()) {
+            let ctx = json!({
+                "input": {"prompt": "a cat", "n": 2, "flags": {"hd": true}, "tags": ["x", "y"]},
+                "model": "m", "response": {"output": ["u"]}, "job": {"id": "j1"},
+            });
+            let _ = render_str(&text, &ctx);
+            let _ = render_path(&text, &ctx);
+            let _ = lookup(&ctx, &path);
+            let template = json!({"a": text, "b": [nested, {"c": "{{input.prompt}}"}], "d": 1});
+            let rendered = render(&template, &ctx);
+            // The structure stays; only strings are rendered.
+            prop_assert_eq!(&rendered.value["d"], &json!(1));
+            prop_assert!(rendered.value["b"].is_array());
+            let deep: Value = (0..40).fold(json!("{{model}}"), |v, _| json!([v]));
+            let _ = render(&deep, &ctx);
+        }
+    }
+}

@@ -7,7 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::AppState;
-use crate::auth::{ApisRead, Auth};
+use crate::auth::{ApisRead, Auth, Principal};
+use crate::catalog::{ApiEntry, Catalog};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
 use crate::v1::{QueryPairs, cursor};
@@ -26,6 +27,22 @@ pub async fn list(
     Auth(principal, ..): Auth<ApisRead>,
     query: QueryPairs,
 ) -> ApiResult<Data> {
+    let (page, next_cursor) = select(&app.catalog, &principal, &query)?;
+    Data::ok(&Page {
+        object: "list",
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        items: page.iter().map(|e| e.summary()).collect(),
+    })
+}
+
+/// GET /apis's page for `query`: the entries, and the next page's cursor
+/// when there is one; or the 400 to answer.
+pub fn select<'a>(
+    catalog: &'a Catalog,
+    principal: &Principal,
+    query: &QueryPairs,
+) -> ApiResult<(Vec<&'a Arc<ApiEntry>>, Option<String>)> {
     query.check(&["kind", "provider", "q", "limit", "cursor"])?;
     let limit = query.limit()? as usize;
     let after = match query.get("cursor") {
@@ -42,7 +59,7 @@ pub async fn list(
         ),
     };
     let text = query.get("q").map(str::to_lowercase);
-    let mut matching = app.catalog.all().iter().filter(|e| {
+    let mut matching = catalog.all().iter().filter(|e| {
         let s = &e.spec;
         principal.may_call(&s.slug)
             && query.get("kind").is_none_or(|k| s.kind == k)
@@ -55,18 +72,13 @@ pub async fn list(
             })
     });
     let page: Vec<_> = matching.by_ref().take(limit).collect();
-    let has_more = matching.next().is_some();
-    Data::ok(&Page {
-        object: "list",
-        next_cursor: if has_more {
-            page.last()
-                .map(|e| cursor::encode("apis", false, &e.spec.slug))
-        } else {
-            None
-        },
-        items: page.iter().map(|e| e.summary()).collect(),
-        has_more,
-    })
+    let next_cursor = match matching.next() {
+        Some(_) => page
+            .last()
+            .map(|e| cursor::encode("apis", false, &e.spec.slug)),
+        None => None,
+    };
+    Ok((page, next_cursor))
 }
 
 pub async fn details(

@@ -340,7 +340,7 @@ fn truncate(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
-fn check_metadata(m: Map<String, Value>) -> ApiResult<Map<String, Value>> {
+pub(crate) fn check_metadata(m: Map<String, Value>) -> ApiResult<Map<String, Value>> {
     if m.len() > METADATA_MAX_KEYS {
         return Err(ApiError::invalid_field(
             "metadata",
@@ -376,7 +376,7 @@ fn check_metadata(m: Map<String, Value>) -> ApiResult<Map<String, Value>> {
     Ok(m)
 }
 
-fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
+pub(crate) fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
     let Value::Object(mut m) = v else {
         return Err(ApiError::invalid_field(
             "sandbox",

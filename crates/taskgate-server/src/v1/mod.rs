@@ -99,14 +99,18 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let q = parts.uri.query().unwrap_or("");
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
-            .map_err(|_| ApiError::invalid_parameter("query", "The query string is malformed."))?;
-        Ok(QueryPairs(pairs))
+        QueryPairs::parse(parts.uri.query().unwrap_or(""))
     }
 }
 
 impl QueryPairs {
+    /// The pairs of a query string, or 400 for a malformed one.
+    pub fn parse(query: &str) -> Result<Self, ApiError> {
+        serde_urlencoded::from_str(query)
+            .map(QueryPairs)
+            .map_err(|_| ApiError::invalid_parameter("query", "The query string is malformed."))
+    }
+
     /// Refuses parameters outside `known` and repeated ones.
     pub fn check(&self, known: &[&str]) -> Result<(), ApiError> {
         let mut seen: Vec<&str> = Vec::new();

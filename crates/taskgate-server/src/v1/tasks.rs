@@ -48,6 +48,37 @@ pub async fn list(
     Auth(principal, ..): Auth<TasksRead>,
     query: QueryPairs,
 ) -> ApiResult<Data> {
+    let Some(q) = list_query(&principal, &query)? else {
+        // An `api` that cannot be a slug names no task: an empty page.
+        return Data::ok(&Page::<TaskView> {
+            object: "list",
+            items: Vec::new(),
+            has_more: false,
+            next_cursor: None,
+        });
+    };
+    let limit = (q.limit - 1) as usize;
+    let mut rows = app.store.list_tasks(&q).await?;
+    let has_more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = if has_more {
+        rows.last()
+            .map(|t| cursor::encode("tasks", q.descending, &t.id.to_string()))
+    } else {
+        None
+    };
+    Data::ok(&Page {
+        object: "list",
+        items: rows.iter().map(|t| TaskView::new(t, false)).collect(),
+        has_more,
+        next_cursor,
+    })
+}
+
+/// GET /tasks's query: the page to read (one more than asked, to tell
+/// whether there are more), `None` when it can hold nothing (an `api` that
+/// cannot be a slug), or the 400 to answer.
+pub fn list_query(principal: &Principal, query: &QueryPairs) -> ApiResult<Option<TaskQuery>> {
     query.check(&PARAMS)?;
     let mut q = TaskQuery::new(principal.account_id, principal.mode, query.limit()? + 1);
     // A restricted key sees only the tasks of the APIs it may call.
@@ -125,26 +156,7 @@ pub async fn list(
         };
         *bound = Some(tighter);
     }
-    let limit = (q.limit - 1) as usize;
-    let mut rows = if unknown_api {
-        Vec::new()
-    } else {
-        app.store.list_tasks(&q).await?
-    };
-    let has_more = rows.len() > limit;
-    rows.truncate(limit);
-    let next_cursor = if has_more {
-        rows.last()
-            .map(|t| cursor::encode("tasks", q.descending, &t.id.to_string()))
-    } else {
-        None
-    };
-    Data::ok(&Page {
-        object: "list",
-        items: rows.iter().map(|t| TaskView::new(t, false)).collect(),
-        has_more,
-        next_cursor,
-    })
+    Ok((!unknown_api).then_some(q))
 }
 
 fn time_param(name: &str, value: &str) -> ApiResult<Timestamp> {
