@@ -7,6 +7,7 @@
 
 #![allow(dead_code)] // the doc-only functions exist for their attributes
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
@@ -21,7 +22,7 @@ struct Meta {
     latency_ms: f64,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Usage {
     units: i64,
     input_tokens: Option<i64>,
@@ -31,7 +32,7 @@ struct Usage {
     cost_usd: String,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct TaskError {
     /// `upstream_error`, `upstream_timeout`, `invalid_upstream_response`, `timeout`, `interrupted`, `internal_error`.
     code: String,
@@ -39,8 +40,9 @@ struct TaskError {
     upstream_status: Option<u16>,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 #[schema(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 enum Status {
     Queued,
     Running,
@@ -50,7 +52,7 @@ enum Status {
 }
 
 /// A task.
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Task {
     #[schema(example = "task_01JD2W3KX7…")]
     id: String,
@@ -74,14 +76,14 @@ struct Task {
     duration_ms: Option<i64>,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Event {
     status: Status,
     at: String,
     message: Option<String>,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Attempt {
     /// `builtin`, `sandbox`, or an upstream provider.
     provider: String,
@@ -93,9 +95,9 @@ struct Attempt {
 }
 
 /// A task with its input and history (GET /tasks/{id}).
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct TaskDetails {
-    #[schema(inline)]
+    #[serde(flatten)]
     task: Task,
     #[schema(value_type = Object)]
     input: Value,
@@ -144,7 +146,7 @@ struct CallRequest {
     sandbox: Option<Sandbox>,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Pricing {
     /// `call` or `1k_tokens`.
     unit: String,
@@ -153,7 +155,7 @@ struct Pricing {
     output_price_usd: Option<String>,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct ApiSummary {
     slug: String,
     object: String,
@@ -168,13 +170,13 @@ struct ApiSummary {
     pricing: Pricing,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Limits {
     timeout_ms: u64,
     max_input_bytes: u64,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct Example {
     #[schema(value_type = Object)]
     input: Value,
@@ -182,9 +184,9 @@ struct Example {
     output: Value,
 }
 
-#[derive(ToSchema)]
+#[derive(ToSchema, Serialize)]
 struct ApiDetails {
-    #[schema(inline)]
+    #[serde(flatten)]
     summary: ApiSummary,
     #[schema(value_type = Object)]
     input_schema: Value,
@@ -411,7 +413,97 @@ pub fn document(catalog: &Catalog) -> Vec<u8> {
         }
     }
     doc["x-taskgate-apis"] = Value::Array(catalog.all().iter().map(|e| e.summary()).collect());
+    exact(&mut doc);
     serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// What the attributes above cannot say: the answers every authenticated
+/// operation can give (the contract's §2, §3 and §6), the rate-limit headers,
+/// and the parameters' constraints as the handlers check them.
+fn exact(doc: &mut Value) {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
+        })
+    };
+    let rate_headers = json!({
+        "RateLimit-Policy": {"description": "The plan's windows, e.g. `\"minute\";q=60;w=60` (limited plans only)", "schema": {"type": "string"}},
+        "RateLimit": {"description": "The window closest to exhaustion: `\"minute\";r=17;t=42`", "schema": {"type": "string"}},
+        "X-RateLimit-Limit": {"schema": {"type": "integer"}},
+        "X-RateLimit-Remaining": {"schema": {"type": "integer"}},
+        "X-RateLimit-Reset": {"description": "Unix seconds", "schema": {"type": "integer"}},
+        "X-Request-Id": {"schema": {"type": "string"}},
+    });
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(ops) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in ops.iter_mut() {
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for r in responses.values_mut() {
+                if let Some(h) = r.as_object_mut() {
+                    let headers = h.entry("headers").or_insert_with(|| json!({}));
+                    if let (Some(headers), Some(more)) =
+                        (headers.as_object_mut(), rate_headers.as_object())
+                    {
+                        for (k, v) in more {
+                            headers.entry(k.clone()).or_insert_with(|| v.clone());
+                        }
+                    }
+                }
+            }
+            let mut add = |code: &str, description: &str| {
+                responses
+                    .entry(code.to_owned())
+                    .or_insert_with(|| error(description));
+            };
+            add(
+                "401",
+                "missing_authorization, malformed_authorization, invalid_api_key, api_key_expired",
+            );
+            add("403", "insufficient_permissions, account_suspended");
+            add("429", "rate_limit_exceeded (with Retry-After)");
+            add("500", "internal_error");
+            add("503", "service_unavailable, storage_unavailable");
+            if method == "post" && path == "/api/v1/call" {
+                add("408", "request_timeout: the body did not arrive in time");
+                add("413", "payload_too_large");
+            }
+            if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+                for param in params {
+                    constrain(param);
+                }
+            }
+        }
+    }
+}
+
+/// A parameter's schema as the handlers check it.
+fn constrain(param: &mut Value) {
+    let name = param["name"].as_str().unwrap_or_default().to_owned();
+    let status = "(queued|running|succeeded|failed|cancelled)";
+    let schema = match (param["in"].as_str(), name.as_str()) {
+        (Some("query"), "limit") => json!({"type": "integer", "minimum": 1, "maximum": 100}),
+        (Some("query"), "order") => json!({"type": "string", "enum": ["desc", "asc"]}),
+        (Some("query"), "status") => {
+            json!({"type": "string", "pattern": format!("^{status}(,{status})*$")})
+        }
+        (Some("query"), "api") => json!({"type": "string", "minLength": 1}),
+        (Some("query"), "created_after" | "created_before") => {
+            json!({"type": "string", "format": "date-time"})
+        }
+        (Some("path"), "id") => {
+            json!({"type": "string", "pattern": "^task_[0-7][0-9A-HJKMNP-TV-Z]{25}$"})
+        }
+        _ => return,
+    };
+    param["schema"] = schema;
 }
 
 /// A self-contained page (no CDN, no downloads) that renders the document.

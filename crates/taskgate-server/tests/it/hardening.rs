@@ -637,3 +637,52 @@ async fn concurrent_calls_never_overshoot_the_spend_limit(backend: Backend) {
     app.stop().await;
 }
 both!(concurrent_calls_never_overshoot_the_spend_limit);
+
+/// The OpenAPI document says what the server answers: every authenticated
+/// operation documents 401, 403, 429, 500 and 503 and the rate-limit
+/// headers; parameters carry their constraints; the details objects are the
+/// task and the API themselves with more fields (not nested under a key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_is_exact_where_it_was_not() {
+    let Some(app) = TestApp::start(Backend::Sqlite).await else {
+        return;
+    };
+    let doc = app.anonymous().get("openapi.json").await.body;
+    for (path, method) in [
+        ("/api/v1/call", "post"),
+        ("/api/v1/call/{id}", "get"),
+        ("/api/v1/tasks", "get"),
+        ("/api/v1/tasks/{id}", "get"),
+        ("/api/v1/tasks/{id}/cancel", "post"),
+        ("/api/v1/tasks/{id}/stream", "get"),
+        ("/api/v1/apis", "get"),
+        ("/api/v1/apis/{slug}", "get"),
+    ] {
+        let responses = &doc["paths"][path][method]["responses"];
+        for code in ["401", "403", "429", "500", "503"] {
+            assert!(responses[code].is_object(), "{method} {path}: {code}");
+        }
+        let ok = if path == "/api/v1/call" { "202" } else { "200" };
+        assert!(
+            responses[ok]["headers"]["X-RateLimit-Remaining"].is_object(),
+            "{method} {path}"
+        );
+    }
+    assert!(doc["paths"]["/api/v1/call"]["post"]["responses"]["408"].is_object());
+    let limit = doc["paths"]["/api/v1/tasks"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap();
+    assert_eq!(limit["schema"]["maximum"], json!(100));
+    let schemas = &doc["components"]["schemas"];
+    for (name, nested) in [("TaskDetails", "task"), ("ApiDetails", "summary")] {
+        let text = schemas[name].to_string();
+        assert!(
+            !text.contains(&format!("\"{nested}\"")),
+            "{name} nests {nested}: {text}"
+        );
+    }
+    app.stop().await;
+}
