@@ -534,24 +534,10 @@ async fn execute(
             tracing::error!(error = %e, "cannot give back a refused call's reservation");
         }
     };
-    if request.asynchronous {
-        let stored = match app
-            .executor
-            .enqueue(task, principal.max_running_tasks)
-            .await
-        {
-            Ok(stored) => stored,
-            Err(e) => {
-                release().await;
-                return Err(e.into());
-            }
-        };
-        attach(app, principal, hold, stored.id).await;
-        return answer(&stored);
-    }
-    // Wait registered first: a fast task may finish before enqueue returns.
-    let done = app.executor.wait(task.id);
+    // For a sync call the wait is registered first: a fast task may finish
+    // before enqueue returns.
     let id = task.id;
+    let done = (!request.asynchronous).then(|| app.executor.wait(id));
     let stored = match app
         .executor
         .enqueue(task, principal.max_running_tasks)
@@ -566,6 +552,9 @@ async fn execute(
         }
     };
     attach(app, principal, hold, id).await;
+    let Some(done) = done else {
+        return answer(&stored);
+    };
     match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
         Ok(Ok(finished)) => answer(&finished),
         _ => {
