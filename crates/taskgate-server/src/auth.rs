@@ -188,18 +188,7 @@ async fn check(
         ));
     }
 
-    let limits = app
-        .config
-        .plans
-        .get(&account.plan)
-        .copied()
-        // An account whose plan was removed from the config is held to the
-        // strictest configured limits rather than none.
-        .unwrap_or(PlanLimits {
-            per_minute: Some(0),
-            per_day: Some(0),
-            max_running_tasks: Some(1),
-        });
+    let limits = PlanLimits::of(&app.config.plans, &account.plan);
     let decision = app.limiter.check(account.id, limits);
     if !decision.allowed {
         let mut err = ApiError::new(

@@ -72,6 +72,21 @@ impl Config {
     ];
 }
 
+impl PlanLimits {
+    /// What an account whose plan was removed from the configuration is held
+    /// to: no request accepted, one task at a time (the strictest, not none).
+    pub const REMOVED: PlanLimits = PlanLimits {
+        per_minute: Some(0),
+        per_day: Some(0),
+        max_running_tasks: Some(1),
+    };
+
+    /// The limits of `plan`, or [`PlanLimits::REMOVED`].
+    pub fn of(plans: &BTreeMap<PlanName, PlanLimits>, plan: &PlanName) -> PlanLimits {
+        plans.get(plan).copied().unwrap_or(Self::REMOVED)
+    }
+}
+
 /// `[http]`: what a connection may take of the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

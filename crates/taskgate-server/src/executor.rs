@@ -230,12 +230,11 @@ impl Executor {
         }
     }
 
-    /// A plan's cap of running tasks; a plan no longer configured runs one.
+    /// A plan's cap of running tasks.
     fn cap_of(&self, plan: &PlanName) -> Option<usize> {
-        match self.plans.get(plan) {
-            Some(limits) => limits.max_running_tasks.map(|n| n as usize),
-            None => Some(1),
-        }
+        PlanLimits::of(&self.plans, plan)
+            .max_running_tasks
+            .map(|n| n as usize)
     }
 
     async fn maintain(self: Arc<Self>) {
