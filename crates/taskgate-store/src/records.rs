@@ -82,6 +82,47 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A new queued task, as a call stores it: its history one `queued` event
+    /// at `created_at`, nothing run, reserved or charged yet. The caller sets
+    /// the request's own fields (`input`, `metadata`, `timeout_ms`, …) with
+    /// struct update syntax.
+    pub fn queued(
+        id: TaskId,
+        account_id: AccountId,
+        mode: Mode,
+        api: ApiSlug,
+        key_id: KeyId,
+        created_at: Timestamp,
+    ) -> Self {
+        Self {
+            id,
+            account_id,
+            mode,
+            api,
+            status: TaskStatus::Queued,
+            input: "{}".to_owned(),
+            output: None,
+            error: None,
+            units: 0,
+            input_tokens: None,
+            output_tokens: None,
+            cost_micros: 0,
+            metadata: "{}".to_owned(),
+            key_id,
+            idempotency_key: None,
+            timeout_ms: 0,
+            sandbox: None,
+            events: TaskEvents::created(created_at),
+            attempts: Attempts::default(),
+            created_at,
+            started_at: None,
+            completed_at: None,
+            runner: None,
+            lease_until: None,
+            reserved_micros: 0,
+        }
+    }
+
     /// The task after [`Transition::Claim`] by `runner` at `now`, as the
     /// store's claim writes it: for a task stored already claimed.
     pub fn claimed(

@@ -10,8 +10,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use taskgate_core::task::error_code;
 use taskgate_core::{
-    Attempts, IdempotencyKey, Mode, RequestId, SandboxControls, SandboxOutcome, TaskEvents, TaskId,
-    TaskStatus, Timestamp,
+    IdempotencyKey, Mode, RequestId, SandboxControls, SandboxOutcome, TaskId, Timestamp,
 };
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 
@@ -498,31 +497,20 @@ async fn execute(
     let now = Timestamp::now();
     let reserved = reserve_spend(app, principal, &request, now).await?;
     let task = TaskRecord {
-        id: TaskId::at(now),
-        account_id: principal.account_id,
-        mode: principal.mode,
-        api: request.entry.slug.clone(),
-        status: TaskStatus::Queued,
         input: request.input.to_string(),
-        output: None,
-        error: None,
-        units: 0,
-        input_tokens: None,
-        output_tokens: None,
-        cost_micros: 0,
         metadata: Value::Object(request.metadata).to_string(),
-        key_id: principal.key_id,
         idempotency_key: hold.map(|h| h.key.clone()),
         timeout_ms: request.timeout_ms as i64,
         sandbox: request.sandbox,
-        events: TaskEvents::created(now),
-        attempts: Attempts::default(),
-        created_at: now,
-        started_at: None,
-        completed_at: None,
-        runner: None,
-        lease_until: None,
         reserved_micros: reserved,
+        ..TaskRecord::queued(
+            TaskId::at(now),
+            principal.account_id,
+            principal.mode,
+            request.entry.slug.clone(),
+            principal.key_id,
+            now,
+        )
     };
     let release = async || {
         if reserved > 0

@@ -89,10 +89,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
     use std::collections::HashSet;
     use std::sync::Arc;
 
-    use taskgate_core::{
-        AccountId, ApiSlug, Attempts, KeyId, Mode, RunnerId, TaskEvents, TaskId, TaskStatus,
-        Timestamp,
-    };
+    use taskgate_core::{AccountId, ApiSlug, KeyId, Mode, RunnerId, TaskId, TaskStatus, Timestamp};
     use taskgate_server::catalog::Catalog;
     use taskgate_server::config::CatalogConfig;
     use taskgate_server::executor::Executor;
@@ -124,31 +121,16 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
     let task = |input: &str| {
         let now = Timestamp::now();
         TaskRecord {
-            id: TaskId::at(now),
-            account_id: AccountId::new(),
-            mode: Mode::Live,
-            api: ApiSlug::parse("echo").unwrap(),
-            status: TaskStatus::Queued,
             input: input.to_owned(),
-            output: None,
-            error: None,
-            units: 0,
-            input_tokens: None,
-            output_tokens: None,
-            cost_micros: 0,
-            metadata: "{}".to_owned(),
-            key_id: KeyId::new(),
-            idempotency_key: None,
             timeout_ms: 10_000,
-            sandbox: None,
-            events: TaskEvents::created(now),
-            attempts: Attempts::default(),
-            created_at: now,
-            started_at: None,
-            completed_at: None,
-            runner: None,
-            lease_until: None,
-            reserved_micros: 0,
+            ..TaskRecord::queued(
+                TaskId::at(now),
+                AccountId::new(),
+                Mode::Live,
+                ApiSlug::parse("echo").unwrap(),
+                KeyId::new(),
+                now,
+            )
         }
     };
     for (input, ends) in [

@@ -125,31 +125,17 @@ pub fn event(status_name: &str, ms: i64) -> TaskEvent {
 /// A queued task as the API inserts it.
 pub fn task(account_id: &str, mode_name: &str, api_name: &str) -> TaskRecord {
     TaskRecord {
-        id: TaskId::new(),
-        account_id: acct(account_id),
-        mode: mode(mode_name),
-        api: api(api_name),
-        status: TaskStatus::Queued,
         input: r#"{"text":"Bonjour tout le monde"}"#.to_owned(),
-        output: None,
-        error: None,
-        units: 0,
-        input_tokens: None,
-        output_tokens: None,
-        cost_micros: 0,
         metadata: r#"{"order":"A-17"}"#.to_owned(),
-        key_id: KeyId::new(),
-        idempotency_key: None,
         timeout_ms: 30_000,
-        sandbox: None,
-        events: TaskEvents(vec![event("queued", T0)]),
-        attempts: Attempts::default(),
-        created_at: at(T0),
-        started_at: None,
-        completed_at: None,
-        runner: None,
-        lease_until: None,
-        reserved_micros: 0,
+        ..TaskRecord::queued(
+            TaskId::new(),
+            acct(account_id),
+            mode(mode_name),
+            api(api_name),
+            KeyId::new(),
+            at(T0),
+        )
     }
 }
 
