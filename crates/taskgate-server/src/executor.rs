@@ -45,6 +45,8 @@ const POLL_EVERY: Duration = Duration::from_secs(1);
 /// Queued tasks read from the store per poll: of one account, and in all.
 const POLL_PER_ACCOUNT: i64 = 64;
 const POLL_LIMIT: i64 = 1024;
+/// With tasks waiting here already, the store is read every this many polls.
+const BUSY_POLL_TICKS: u64 = 10;
 
 pub struct Executor {
     store: Arc<dyn Store>,
@@ -171,12 +173,22 @@ impl Executor {
     async fn dispatch(self: Arc<Self>) {
         let mut poll = tokio::time::interval(POLL_EVERY);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = 0u64;
         loop {
             while !self.fair.has_runnable() {
                 tokio::select! {
                     _ = self.shutdown.cancelled() => return,
                     _ = self.wake.notified() => {}
-                    _ = poll.tick() => self.poll().await,
+                    _ = poll.tick() => {
+                        // Tasks queued here are in the turns already; the
+                        // store is read for the others (a restart, another
+                        // instance). While a backlog waits on its caps, less
+                        // often: the read scans every queued task.
+                        ticks += 1;
+                        if self.fair.is_empty() || ticks.is_multiple_of(BUSY_POLL_TICKS) {
+                            self.poll().await;
+                        }
+                    }
                 }
             }
             let permit = tokio::select! {

@@ -78,6 +78,11 @@ impl Fair {
         true
     }
 
+    /// Whether no task waits here.
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().queued.is_empty()
+    }
+
     pub fn is_queued(&self, id: TaskId) -> bool {
         self.state.lock().queued.contains(&id)
     }
