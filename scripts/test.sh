@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, and every test on SQLite and PostgreSQL.
+# The whole test suite: formatting, lints, every test on SQLite and PostgreSQL,
+# and a schemathesis run against the served OpenAPI document.
 #
 # PostgreSQL suites use TASKGATE_TEST_POSTGRES_URL (default
 # postgres://postgres@127.0.0.1:5432/test). Without a server there they are
@@ -41,3 +42,5 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The served OpenAPI document against the server, every schemathesis check.
+./scripts/schemathesis.sh "${TASKGATE_SCHEMATHESIS_SECONDS:-60}"

@@ -159,27 +159,7 @@ async fn check(
     ip: IpAddr,
     headers: &HeaderMap,
 ) -> Result<(Principal, Option<Decision>), ApiError> {
-    if let Some(retry) = app.auth_failures.blocked(ip) {
-        return Err(ApiError::new(
-            axum::http::StatusCode::TOO_MANY_REQUESTS,
-            "rate_limit_exceeded",
-            "Too many failed authentications from this address. Try again later.",
-        )
-        .with_header("retry-after", &retry.to_string())
-        .with_details(serde_json::json!([{
-            "window": "auth_failures",
-            "limit": app.auth_failures.limit(),
-            "retry_after": retry,
-        }])));
-    }
-    let result = identify(app, headers).await;
-    if result
-        .as_ref()
-        .is_err_and(|e| e.status == axum::http::StatusCode::UNAUTHORIZED)
-    {
-        app.auth_failures.record(ip);
-    }
-    let (key, account) = result?;
+    let (key, account) = identified(app, ip, headers).await?;
 
     if account.status != AccountStatus::Active {
         return Err(ApiError::forbidden(
@@ -228,6 +208,37 @@ async fn check(
         max_running_tasks: limits.max_running_tasks,
     };
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
+}
+
+/// The key of `headers` and its account, or the 401 to answer (or the 429
+/// of an address with too many failed authentications). A failure counts
+/// against the address.
+pub async fn identified(
+    app: &AppState,
+    ip: IpAddr,
+    headers: &HeaderMap,
+) -> Result<(KeyRecord, Account), ApiError> {
+    if let Some(retry) = app.auth_failures.blocked(ip) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_exceeded",
+            "Too many failed authentications from this address. Try again later.",
+        )
+        .with_header("retry-after", &retry.to_string())
+        .with_details(serde_json::json!([{
+            "window": "auth_failures",
+            "limit": app.auth_failures.limit(),
+            "retry_after": retry,
+        }])));
+    }
+    let result = identify(app, headers).await;
+    if result
+        .as_ref()
+        .is_err_and(|e| e.status == axum::http::StatusCode::UNAUTHORIZED)
+    {
+        app.auth_failures.record(ip);
+    }
+    result
 }
 
 /// The key and its account, or the 401 to answer.

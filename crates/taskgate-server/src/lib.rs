@@ -29,7 +29,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
-use bytes::Bytes;
 use taskgate_core::RunnerId;
 use taskgate_store::Store;
 use tokio::net::TcpListener;
@@ -51,7 +50,7 @@ pub struct AppState {
     pub auth_failures: AuthFailures,
     pub trusted_proxies: client_addr::TrustedProxies,
     pub keys: KeyCache,
-    pub openapi: Bytes,
+    pub openapi: openapi::Documents,
     pub draining: AtomicBool,
 }
 
@@ -158,7 +157,7 @@ pub async fn start_with_env(
         config.plans.clone(),
     )
     .await?;
-    let openapi = Bytes::from(openapi::document(&catalog));
+    let openapi = openapi::Documents::new(&catalog);
     let state = Arc::new(AppState {
         limiter: RateLimiter::memory(),
         auth_failures: AuthFailures::new(config.auth_failures_per_minute),

@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -40,8 +42,25 @@ pub async fn metrics() -> Response {
     raw("text/plain; version=0.0.4", crate::metrics::render())
 }
 
-pub async fn openapi(State(app): State<Arc<AppState>>) -> Response {
-    raw("application/json", app.openapi.clone())
+/// The OpenAPI document. Without a key, the whole service; with one, what
+/// that key may send (checked like any key: a bad one is 401 and counts as a
+/// failed authentication).
+pub async fn openapi(
+    State(app): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if !headers.contains_key(header::AUTHORIZATION) {
+        return raw("application/json", app.openapi.for_key(&app.catalog, None));
+    }
+    let ip = app.trusted_proxies.client(peer.ip(), &headers);
+    match crate::auth::identified(&app, ip, &headers).await {
+        Ok((key, _)) => raw(
+            "application/json",
+            app.openapi.for_key(&app.catalog, Some(&key)),
+        ),
+        Err(e) => e.into_response(),
+    }
 }
 
 pub async fn docs() -> Response {

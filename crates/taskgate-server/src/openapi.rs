@@ -12,7 +12,19 @@ use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use crate::catalog::Catalog;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use taskgate_core::task::error_code;
+use taskgate_core::{IdempotencyKey, Mode, SandboxOutcome};
+
+use taskgate_store::KeyRecord;
+
+use crate::catalog::{ApiEntry, Catalog};
+use crate::v1::call::{
+    METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS, SANDBOX_MAX_DELAY_MS,
+};
+use crate::v1::cursor;
 
 #[derive(ToSchema)]
 struct Meta {
@@ -114,36 +126,6 @@ struct TaskList {
     has_more: bool,
     /// Pass as `cursor` for the next page.
     next_cursor: Option<String>,
-}
-
-#[derive(ToSchema)]
-struct Sandbox {
-    /// 0 to 600000.
-    delay_ms: Option<u64>,
-    /// `succeeded` (default), `failed`, `timeout`.
-    outcome: Option<String>,
-    /// With `failed`: the task's error code.
-    error_code: Option<String>,
-}
-
-/// POST /call. Unknown fields are refused.
-#[derive(ToSchema)]
-struct CallRequest {
-    /// An API slug from GET /apis.
-    #[schema(example = "sentiment")]
-    api: String,
-    /// Validated against the API's `input_schema`.
-    #[schema(value_type = Object, example = json!({"text": "I love this"}))]
-    input: Value,
-    /// `sync` (default) or `async`.
-    mode: Option<String>,
-    /// Execution deadline; at most the API's `limits.timeout_ms`.
-    timeout_ms: Option<u64>,
-    /// Up to 16 string keys (1–64 characters) with string values of at most 512 characters.
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<Value>,
-    /// Test keys only: simulate slow, failing or hanging tasks.
-    sandbox: Option<Sandbox>,
 }
 
 #[derive(ToSchema, Serialize)]
@@ -255,8 +237,7 @@ envelope!(ApiDetailsEnvelope, ApiDetails);
 /// it stands and `Location`. With `Idempotency-Key`, a repeat of the same body within 24 h
 /// returns the original answer (header `Idempotent-Replayed: true`).
 #[utoipa::path(post, path = "/api/v1/call", tag = "tasks",
-    request_body = CallRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "At most 255 characters; scoped to the account and mode.")),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters (spaces inside allowed); scoped to the account and mode.")),
     responses(
         (status = 200, description = "The finished task", body = TaskEnvelope),
         (status = 202, description = "Still running; poll Location", body = TaskEnvelope,
@@ -291,9 +272,7 @@ fn call_status() {}
         ("api" = Option<String>, Query, description = "An API slug"),
         ("created_after" = Option<String>, Query, description = "RFC 3339"),
         ("created_before" = Option<String>, Query, description = "RFC 3339"),
-        ("order" = Option<String>, Query, description = "desc (default) or asc"),
         ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of tasks, without output", body = TaskListEnvelope),
@@ -331,7 +310,7 @@ fn task_cancel() {}
 #[utoipa::path(get, path = "/api/v1/tasks/{id}/stream", tag = "tasks",
     params(("id" = String, Path, description = "task_…")),
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The event stream: `delta` events, then `done`"),
         (status = 404, description = "task_not_found", body = ErrorEnvelope),
     ))]
 fn task_stream() {}
@@ -398,23 +377,207 @@ impl Modify for BearerAuth {
 )]
 struct ApiDoc;
 
-/// The document served at `/api/v1/openapi.json`, with each catalog API's
-/// schemas as components `<slug>.input` and `<slug>.output`.
-pub fn document(catalog: &Catalog) -> Vec<u8> {
+/// Whom a document is for. A reader without a key sees every API and the
+/// test-only `sandbox` field; a key's holder sees exactly what that key may
+/// send: its mode's fields and, for a restricted key, its allowed APIs.
+#[derive(Clone, Copy, Default)]
+pub struct Audience<'a> {
+    pub mode: Option<Mode>,
+    pub apis: Option<&'a taskgate_core::ApiList>,
+}
+
+impl Audience<'_> {
+    fn sees(&self, slug: &str) -> bool {
+        self.apis.is_none_or(|list| list.contains(slug))
+    }
+
+    /// `sandbox` is refused with live and restricted keys (400 `invalid_field`).
+    fn may_send_sandbox(&self) -> bool {
+        self.mode != Some(Mode::Live)
+    }
+}
+
+/// The document served at `/api/v1/openapi.json` for `audience`, with each
+/// visible API's schemas as components `<slug>.input` and `<slug>.output`
+/// and its POST /call body as `<slug>.call`.
+pub fn document(catalog: &Catalog, audience: Audience<'_>) -> Vec<u8> {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+    let entries: Vec<_> = catalog
+        .all()
+        .iter()
+        .filter(|e| audience.sees(e.slug.as_str()))
+        .collect();
     if let Some(schemas) = doc
         .pointer_mut("/components/schemas")
         .and_then(Value::as_object_mut)
     {
-        for entry in catalog.all() {
+        for entry in &entries {
             let s = &entry.spec;
             schemas.insert(format!("{}.input", s.slug), s.input_schema.clone());
             schemas.insert(format!("{}.output", s.slug), s.output_schema.clone());
+            schemas.insert(format!("{}.call", s.slug), call_body(entry, audience));
+        }
+        schemas.insert("Metadata".into(), metadata_schema());
+        if audience.may_send_sandbox() {
+            schemas.insert("Sandbox".into(), sandbox_schema());
         }
     }
-    doc["x-taskgate-apis"] = Value::Array(catalog.all().iter().map(|e| e.summary()).collect());
+    doc["paths"]["/api/v1/call"]["post"]["requestBody"] = call_request_body(&entries);
+    for code in ["200", "202"] {
+        doc["paths"]["/api/v1/call"]["post"]["responses"][code]["links"] = task_links();
+    }
+    doc["paths"]["/api/v1/tasks/{id}/stream"]["get"]["responses"]["200"]["content"] =
+        json!({ "text/event-stream": { "schema": stream_event_schema() } });
+    doc["x-taskgate-apis"] = Value::Array(entries.iter().map(|e| e.summary()).collect());
     exact(&mut doc);
     serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// POST /call's body: one schema per API, told apart by `api`.
+fn call_request_body(entries: &[&Arc<ApiEntry>]) -> Value {
+    let reference = |e: &Arc<ApiEntry>| format!("#/components/schemas/{}.call", e.slug);
+    let schema = if entries.is_empty() {
+        // No API to call: every body is refused (403 for the key's APIs).
+        json!({ "not": {} })
+    } else {
+        json!({
+            "oneOf": entries.iter().map(|e| json!({ "$ref": reference(e) })).collect::<Vec<_>>(),
+            "discriminator": {
+                "propertyName": "api",
+                "mapping": entries
+                    .iter()
+                    .map(|e| (e.slug.as_str().to_owned(), Value::String(reference(e))))
+                    .collect::<serde_json::Map<_, _>>(),
+            },
+        })
+    };
+    json!({
+        "required": true,
+        "description": "Unknown fields are refused (400 `invalid_field`).",
+        "content": { "application/json": { "schema": schema } },
+    })
+}
+
+/// The body of a call of one API, as `v1::call` checks it.
+fn call_body(entry: &ApiEntry, audience: Audience<'_>) -> Value {
+    let s = &entry.spec;
+    let mut properties = json!({
+        "api": { "type": "string", "enum": [s.slug.as_str()] },
+        "input": {
+            "$ref": format!("#/components/schemas/{}.input", s.slug),
+            "description": format!("At most {} bytes as JSON (larger: 400 `invalid_input`).", s.max_input_bytes),
+        },
+        "mode": {
+            "type": "string",
+            "enum": ["sync", "async"],
+            "default": "sync",
+            "description": "`sync` waits for the task (up to the server's sync wait); `async` answers 202 at once.",
+        },
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": s.timeout_ms,
+            "default": s.timeout_ms,
+            "description": "Execution deadline; at most this API's `limits.timeout_ms`.",
+        },
+        "metadata": { "$ref": "#/components/schemas/Metadata" },
+    });
+    if audience.may_send_sandbox() {
+        properties["sandbox"] = json!({ "$ref": "#/components/schemas/Sandbox" });
+    }
+    json!({
+        "title": format!("Call {}", s.slug),
+        "type": "object",
+        "required": ["api", "input"],
+        "additionalProperties": false,
+        "properties": properties,
+    })
+}
+
+/// Where a created task's id leads (OpenAPI links: clients and testers follow
+/// them from POST /call to the task's other operations).
+fn task_links() -> Value {
+    let link = |operation: &str, description: &str| {
+        json!({
+            "operationId": operation,
+            "parameters": { "id": "$response.body#/data/id" },
+            "description": description,
+        })
+    };
+    json!({
+        "GetTask": link("call_status", "The task's status"),
+        "GetTaskDetails": link("task_details", "The task with its input, events and attempts"),
+        "CancelTask": link("task_cancel", "Cancel the task"),
+        "StreamTask": link("task_stream", "Follow the task's output"),
+    })
+}
+
+/// One event of GET /tasks/{id}/stream (OpenAPI 3.1: the schema of an event
+/// stream describes each event).
+fn stream_event_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "additionalProperties": false,
+        "properties": {
+            "event": { "type": "string", "enum": ["delta", "done"] },
+            "data": { "type": "string", "contentMediaType": "application/json" },
+        },
+        "oneOf": [
+            {
+                "properties": {
+                    "event": { "const": "delta" },
+                    "data": { "contentSchema": {
+                        "type": "object",
+                        "required": ["text"],
+                        "properties": { "text": { "type": "string" } },
+                    } },
+                },
+            },
+            {
+                "properties": {
+                    "event": { "const": "done" },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/Task" } },
+                },
+            },
+        ],
+    })
+}
+
+fn metadata_schema() -> Value {
+    json!({
+        "description": "Your own labels, returned with the task. `null` is no metadata.",
+        "type": ["object", "null"],
+        "maxProperties": METADATA_MAX_KEYS,
+        "propertyNames": { "minLength": 1, "maxLength": METADATA_MAX_KEY_CHARS },
+        "additionalProperties": { "type": "string", "maxLength": METADATA_MAX_VALUE_CHARS },
+    })
+}
+
+fn sandbox_schema() -> Value {
+    json!({
+        "description": "Test keys only (with a live or restricted key: 400 `invalid_field`): \
+            simulate a slow, failing or hanging task.",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "delay_ms": { "type": "integer", "minimum": 0, "maximum": SANDBOX_MAX_DELAY_MS, "default": 0 },
+            "outcome": {
+                "type": "string",
+                "enum": SandboxOutcome::ALL.map(SandboxOutcome::as_str),
+                "default": SandboxOutcome::default().as_str(),
+            },
+            "error_code": {
+                "type": "string",
+                "enum": error_code::SIMULATABLE,
+                "description": "Only with `outcome: failed`: the task's error code.",
+            },
+        },
+        "anyOf": [
+            { "not": { "required": ["error_code"] } },
+            { "required": ["outcome"], "properties": { "outcome": { "const": "failed" } } },
+        ],
+    })
 }
 
 /// What the attributes above cannot say: the answers every authenticated
@@ -476,8 +639,11 @@ fn exact(doc: &mut Value) {
                 add("413", "payload_too_large");
             }
             if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
-                for param in params {
+                for param in params.iter_mut() {
                     constrain(param);
+                }
+                if method == "get" && path == "/api/v1/tasks" {
+                    params.push(task_page_param());
                 }
             }
         }
@@ -489,22 +655,105 @@ fn constrain(param: &mut Value) {
     let name = param["name"].as_str().unwrap_or_default().to_owned();
     let status = "(queued|running|succeeded|failed|cancelled)";
     let schema = match (param["in"].as_str(), name.as_str()) {
-        (Some("query"), "limit") => json!({"type": "integer", "minimum": 1, "maximum": 100}),
-        (Some("query"), "order") => json!({"type": "string", "enum": ["desc", "asc"]}),
+        (Some("query"), "limit") => {
+            json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 20})
+        }
         (Some("query"), "status") => {
-            json!({"type": "string", "pattern": format!("^{status}(,{status})*$")})
+            json!({"type": "string", "pattern": format!("^ *{status} *(, *{status} *)*$")})
         }
         (Some("query"), "api") => json!({"type": "string", "minLength": 1}),
         (Some("query"), "created_after" | "created_before") => {
             json!({"type": "string", "format": "date-time"})
         }
+        (Some("query"), "cursor") => json!({"type": "string", "pattern": cursor::APIS_PATTERN}),
         (Some("path"), "id") => {
             json!({"type": "string", "pattern": "^task_[0-7][0-9A-HJKMNP-TV-Z]{25}$"})
         }
+        (Some("path"), "slug") => json!({"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}),
+        (Some("header"), "Idempotency-Key") => json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": IdempotencyKey::MAX_LEN,
+            "pattern": "^[!-~]([ -~]*[!-~])?$",
+        }),
         _ => return,
     };
     param["schema"] = schema;
 }
 
+/// GET /tasks's `order` and `cursor`, as one object sent as two query
+/// parameters (`style: form`, `explode: true`): the only way OpenAPI can say
+/// that a cursor remembers its order, so that with a cursor `order` is absent
+/// or the cursor's (the other: 400 `invalid_parameter`).
+fn task_page_param() -> Value {
+    json!({
+        "name": "page",
+        "in": "query",
+        "required": false,
+        "style": "form",
+        "explode": true,
+        "description": "Sent as the query parameters `order` and `cursor`. `order`: `desc` (default, \
+            newest first) or `asc`, by creation time. `cursor`: the `next_cursor` of the previous \
+            page; it remembers its order, so send no `order` with it, or the same one.",
+        "schema": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "order": {"type": "string", "enum": ["desc", "asc"], "default": "desc"},
+                "cursor": {"type": "string", "pattern": cursor::TASKS_PATTERN},
+            },
+            "anyOf": [
+                {"not": {"required": ["cursor"]}},
+                {
+                    "required": ["cursor"],
+                    "properties": {"cursor": {"pattern": "^desc_"}, "order": {"const": "desc"}},
+                },
+                {
+                    "required": ["cursor"],
+                    "properties": {"cursor": {"pattern": "^asc_"}, "order": {"const": "asc"}},
+                },
+            ],
+        },
+    })
+}
+
 /// A self-contained page (no CDN, no downloads) that renders the document.
 pub const DOCS_HTML: &str = include_str!("docs.html");
+
+/// The documents of keys that see the whole catalog, made once at start;
+/// a restricted key's is made when it asks (its APIs are its own).
+pub struct Documents {
+    anonymous: Bytes,
+    live: Bytes,
+    test: Bytes,
+}
+
+impl Documents {
+    pub fn new(catalog: &Catalog) -> Self {
+        let of = |mode| Bytes::from(document(catalog, Audience { mode, apis: None }));
+        Documents {
+            anonymous: of(None),
+            live: of(Some(Mode::Live)),
+            test: of(Some(Mode::Test)),
+        }
+    }
+
+    /// The document for the holder of `key` (`None`: a reader without one).
+    pub fn for_key(&self, catalog: &Catalog, key: Option<&KeyRecord>) -> Bytes {
+        let Some(key) = key else {
+            return self.anonymous.clone();
+        };
+        let mode = key.key_type.mode();
+        match (&key.allowed_apis, mode) {
+            (Some(apis), _) => Bytes::from(document(
+                catalog,
+                Audience {
+                    mode: Some(mode),
+                    apis: Some(apis),
+                },
+            )),
+            (None, Mode::Live) => self.live.clone(),
+            (None, Mode::Test) => self.test.clone(),
+        }
+    }
+}

@@ -47,16 +47,9 @@ pub fn select<'a>(
     let limit = query.limit()? as usize;
     let after = match query.get("cursor") {
         None => None,
-        Some(c) => Some(
-            cursor::decode("apis", c)
-                .map(|(_, slug)| slug)
-                .ok_or_else(|| {
-                    ApiError::invalid_parameter(
-                        "cursor",
-                        "cursor is not a cursor from next_cursor.",
-                    )
-                })?,
-        ),
+        Some(c) => Some(cursor::api(c).ok_or_else(|| {
+            ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor.")
+        })?),
     };
     let text = query.get("q").map(str::to_lowercase);
     let mut matching = catalog.all().iter().filter(|e| {
@@ -73,9 +66,7 @@ pub fn select<'a>(
     });
     let page: Vec<_> = matching.by_ref().take(limit).collect();
     let next_cursor = match matching.next() {
-        Some(_) => page
-            .last()
-            .map(|e| cursor::encode("apis", false, &e.spec.slug)),
+        Some(_) => page.last().map(|e| cursor::after_api(&e.slug)),
         None => None,
     };
     Ok((page, next_cursor))

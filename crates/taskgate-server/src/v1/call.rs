@@ -23,9 +23,10 @@ use crate::v1::JsonObject;
 use crate::views::TaskView;
 
 const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];
-const METADATA_MAX_KEYS: usize = 16;
-const METADATA_MAX_KEY_CHARS: usize = 64;
-const METADATA_MAX_VALUE_CHARS: usize = 512;
+pub(crate) const METADATA_MAX_KEYS: usize = 16;
+pub(crate) const METADATA_MAX_KEY_CHARS: usize = 64;
+pub(crate) const METADATA_MAX_VALUE_CHARS: usize = 512;
+pub(crate) const SANDBOX_MAX_DELAY_MS: u64 = 600_000;
 const IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
 
 /// A validated POST /call.
@@ -291,8 +292,7 @@ fn parse(
     let max_timeout = entry.spec.timeout_ms;
     let timeout_ms = match body.remove("timeout_ms") {
         None => max_timeout,
-        Some(v) => v
-            .as_u64()
+        Some(v) => whole(&v)
             .filter(|t| (1..=max_timeout).contains(t))
             .ok_or_else(|| {
                 ApiError::invalid_field(
@@ -332,6 +332,15 @@ fn parse(
         timeout_ms,
         metadata,
         sandbox,
+    })
+}
+
+/// A JSON number that is a whole number (`5`, `5.0`, `5e3`: JSON Schema's
+/// `integer`), as a `u64`.
+fn whole(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        let f = v.as_f64()?;
+        (f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&f)).then_some(f as u64)
     })
 }
 
@@ -391,12 +400,14 @@ pub(crate) fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
     }
     let delay_ms = match m.remove("delay_ms") {
         None => 0,
-        Some(v) => v.as_u64().filter(|d| *d <= 600_000).ok_or_else(|| {
-            ApiError::invalid_field(
-                "sandbox.delay_ms",
-                "sandbox.delay_ms must be an integer from 0 to 600000.",
-            )
-        })?,
+        Some(v) => whole(&v)
+            .filter(|d| *d <= SANDBOX_MAX_DELAY_MS)
+            .ok_or_else(|| {
+                ApiError::invalid_field(
+                    "sandbox.delay_ms",
+                    "sandbox.delay_ms must be an integer from 0 to 600000.",
+                )
+            })?,
     };
     let outcome = match m.remove("outcome") {
         None => Ok(SandboxOutcome::default()),

@@ -157,27 +157,56 @@ impl QueryPairs {
     }
 }
 
-/// Opaque cursors: base64url of `kind:direction:position`.
+/// Cursors: `desc_<position>` or `asc_<position>`, the order of the page they
+/// continue and the last item it held (a task's ULID, an API's slug). Every
+/// string of that form is a valid cursor, so the OpenAPI document can state
+/// exactly which cursors are accepted ([`TASKS_PATTERN`], [`APIS_PATTERN`]);
+/// clients still take them only from `next_cursor`.
 pub mod cursor {
-    use base64::Engine;
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use taskgate_core::{ApiSlug, TaskId};
 
-    pub fn encode(kind: &str, descending: bool, position: &str) -> String {
-        let dir = if descending { "d" } else { "a" };
-        URL_SAFE_NO_PAD.encode(format!("{kind}:{dir}:{position}"))
+    /// The cursors of GET /tasks.
+    pub const TASKS_PATTERN: &str = "^(desc|asc)_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
+    /// The cursors of GET /apis (always in slug order).
+    pub const APIS_PATTERN: &str = "^asc_[a-z0-9_-]{1,64}$";
+
+    fn encode(descending: bool, position: &str) -> String {
+        let order = if descending { "desc" } else { "asc" };
+        format!("{order}_{position}")
     }
 
-    /// The position and direction of a cursor of `kind`.
-    pub fn decode(kind: &str, cursor: &str) -> Option<(bool, String)> {
-        let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-        let s = String::from_utf8(bytes).ok()?;
-        let rest = s.strip_prefix(kind)?.strip_prefix(':')?;
-        let (dir, position) = rest.split_once(':')?;
-        let descending = match dir {
-            "d" => true,
-            "a" => false,
-            _ => return None,
-        };
-        Some((descending, position.to_owned()))
+    fn decode(cursor: &str) -> Option<(bool, &str)> {
+        let (order, position) = cursor.split_once('_')?;
+        match order {
+            "desc" => Some((true, position)),
+            "asc" => Some((false, position)),
+            _ => None,
+        }
+    }
+
+    /// The cursor of a GET /tasks page that ended with `last`.
+    pub fn after_task(descending: bool, last: TaskId) -> String {
+        let id = last.to_string();
+        encode(descending, id.strip_prefix(TaskId::PREFIX).unwrap_or(&id))
+    }
+
+    /// A GET /tasks cursor's order (`true`: descending) and last task.
+    pub fn task(cursor: &str) -> Option<(bool, TaskId)> {
+        let (descending, ulid) = decode(cursor)?;
+        let id = TaskId::parse(&format!("{}{ulid}", TaskId::PREFIX)).ok()?;
+        Some((descending, id))
+    }
+
+    /// The cursor of a GET /apis page that ended with `last`.
+    pub fn after_api(last: &ApiSlug) -> String {
+        encode(false, last.as_str())
+    }
+
+    /// A GET /apis cursor's last API.
+    pub fn api(cursor: &str) -> Option<ApiSlug> {
+        match decode(cursor)? {
+            (false, slug) => ApiSlug::parse(slug).ok(),
+            (true, _) => None,
+        }
     }
 }

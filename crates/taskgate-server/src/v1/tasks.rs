@@ -62,8 +62,7 @@ pub async fn list(
     let has_more = rows.len() > limit;
     rows.truncate(limit);
     let next_cursor = if has_more {
-        rows.last()
-            .map(|t| cursor::encode("tasks", q.descending, &t.id.to_string()))
+        rows.last().map(|t| cursor::after_task(q.descending, t.id))
     } else {
         None
     };
@@ -84,7 +83,7 @@ pub fn list_query(principal: &Principal, query: &QueryPairs) -> ApiResult<Option
     // A restricted key sees only the tasks of the APIs it may call.
     q.apis = principal.allowed_apis.as_ref().map(|list| list.0.clone());
     if let Some(s) = query.get("status") {
-        for part in s.split(',').map(str::trim) {
+        for part in s.split(',').map(|p| p.trim_matches(' ')) {
             let status: TaskStatus = part.parse().map_err(|_| {
                 ApiError::invalid_parameter(
                     "status",
@@ -135,8 +134,7 @@ pub fn list_query(principal: &Principal, query: &QueryPairs) -> ApiResult<Option
     if let Some(c) = query.get("cursor") {
         let bad =
             || ApiError::invalid_parameter("cursor", "cursor is not a cursor from next_cursor.");
-        let (descending, last) = cursor::decode("tasks", c).ok_or_else(bad)?;
-        let last = TaskId::parse(&last).map_err(|_| bad())?;
+        let (descending, last) = cursor::task(c).ok_or_else(bad)?;
         if query.get("order").is_some() && descending != q.descending {
             return Err(ApiError::invalid_parameter(
                 "cursor",

@@ -1,8 +1,6 @@
 //! §5 The catalog: GET /apis (filters, search, cursors) and GET /apis/{slug}
 //! (schemas, examples, limits), and proof that the examples are real.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use taskgate_core::KeyType;
 use taskgate_providers::schema::CompiledSchema;
@@ -170,7 +168,7 @@ async fn list_refuses_bad_parameters(backend: Backend) {
     };
     let c = app.client(&app.live);
     // A well-formed cursor of the task list is not a catalog cursor.
-    let tasks_cursor = URL_SAFE_NO_PAD.encode("tasks:d:task_01JD0000000000000000000000");
+    let tasks_cursor = "desc_01JD0000000000000000000000";
     let cases = [
         ("apis?search=x", "search"),
         ("apis?order=asc", "order"),
@@ -178,6 +176,8 @@ async fn list_refuses_bad_parameters(backend: Backend) {
         ("apis?limit=101", "limit"),
         ("apis?limit=x", "limit"),
         ("apis?cursor=garbage", "cursor"),
+        ("apis?cursor=asc_", "cursor"),
+        ("apis?cursor=asc_Not%20a%20slug", "cursor"),
         (&format!("apis?cursor={tasks_cursor}") as &str, "cursor"),
         ("apis?kind=a&kind=b", "kind"),
     ];

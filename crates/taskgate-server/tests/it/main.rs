@@ -11,5 +11,6 @@ mod envelope;
 mod hardening;
 mod idempotency;
 mod limits;
+mod openapi;
 mod tasks;
 mod upstream;

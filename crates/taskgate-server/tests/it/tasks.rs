@@ -352,7 +352,17 @@ async fn unknown_and_bad_parameters(backend: Backend) {
         .data()["next_cursor"]
         .clone();
     let apis_cursor = apis_cursor.as_str().unwrap().to_owned();
-    for bad in ["garbage", "dGFza3M6ZDp4", "", "%%%", apis_cursor.as_str()] {
+    for bad in [
+        "garbage",
+        "dGFza3M6ZDp4",
+        "",
+        "%%%",
+        "desc_",
+        "up_01JD0000000000000000000000",
+        "desc_01jd0000000000000000000000",
+        "asc_81JD0000000000000000000000",
+        apis_cursor.as_str(),
+    ] {
         let r = c
             .get(&format!("tasks?cursor={bad}"))
             .await
