@@ -40,7 +40,7 @@ fi
 bin="${TASKGATE_BIN:-}"
 if [ -z "$bin" ]; then
     cargo build --locked -p taskgate
-    bin="target/debug/taskgate"
+    bin="${CARGO_TARGET_DIR:-target}/debug/taskgate"
 fi
 
 work="$(mktemp -d)"
@@ -57,12 +57,13 @@ export TASKGATE_LISTEN="127.0.0.1:$port"
 # The config file of the current directory is not this run's.
 cd "$work"
 
-account="$("$OLDPWD/$bin" --json accounts create --name schemathesis --plan enterprise \
+case "$bin" in /*) ;; *) bin="$OLDPWD/$bin" ;; esac
+account="$("$bin" --json accounts create --name schemathesis --plan enterprise \
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
-key="$("$OLDPWD/$bin" --json keys create --account "$account" --type live --name schemathesis \
+key="$("$bin" --json keys create --account "$account" --type live --name schemathesis \
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
 
-"$OLDPWD/$bin" serve >"$work/server.log" 2>&1 &
+"$bin" serve >"$work/server.log" 2>&1 &
 server=$!
 base="http://127.0.0.1:$port"
 ready() {
