@@ -14,6 +14,7 @@ use crate::attempt::Attempts;
 use crate::ids::{AccountId, KeyId, RequestId, RunnerId, TaskId, UserId};
 use crate::key::{KeyType, Mode, Scopes};
 use crate::task::{IdempotencyKey, SandboxControls, TaskError, TaskEvent, TaskEvents, TaskStatus};
+use crate::user::{Email, Role, UserStatus};
 
 /// A type stored as one TEXT column.
 pub trait TextColumn: Sized {
@@ -71,6 +72,9 @@ text_by_str!(
     ApiSlug,
     RunnerId,
     IdempotencyKey,
+    Email,
+    Role,
+    UserStatus,
 );
 text_by_display!(TaskId, KeyId, AccountId, RequestId, UserId);
 text_by_json!(
@@ -94,6 +98,9 @@ macro_rules! driver_traits {
 }
 
 driver_traits!(
+    Email,
+    Role,
+    UserStatus,
     TaskStatus,
     Mode,
     KeyType,

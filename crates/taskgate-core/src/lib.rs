@@ -16,6 +16,7 @@ pub mod money;
 mod newtype;
 pub mod task;
 pub mod timestamp;
+pub mod user;
 
 pub use account::{AccountStatus, ApiList, ApiSlug, PlanName};
 pub use attempt::{Attempt, AttemptOutcome, Attempts};
@@ -27,3 +28,4 @@ pub use task::{
     TaskEvents, TaskStatus, Transition,
 };
 pub use timestamp::Timestamp;
+pub use user::{Email, Role, UserStatus};

@@ -18,8 +18,8 @@
 //! on: [`AccountStore`], [`KeyStore`], [`TaskStore`], [`IdempotencyStore`] and
 //! [`UsageStore`]; [`Store`] is all of them plus the backend's own upkeep, and
 //! each backend type implements every one. Small traits rather than sections
-//! of one: each stays short as the service grows (users and sessions come
-//! next as traits of their own), code that needs one aggregate can say so
+//! of one: each stays short as the service grows (users and sessions are
+//! traits of their own, in `users.rs`), code that needs one aggregate can say so
 //! (`&dyn KeyStore`, which a `&dyn Store` coerces to), and a later backend
 //! may serve an aggregate from elsewhere. Calls through `dyn Store` need no
 //! import; code generic over a backend takes the traits from [`prelude`].
@@ -28,6 +28,7 @@ mod postgres;
 mod records;
 mod sql;
 mod sqlite;
+mod users;
 
 use std::sync::Arc;
 
@@ -39,10 +40,14 @@ use taskgate_core::{
 
 pub use records::*;
 pub use taskgate_core::{Attempts, TaskStatus, Transition};
+pub use users::{SessionRecord, SessionStore, UserRecord, UserStore};
 
 /// The store's traits, for `use taskgate_store::prelude::*`.
 pub mod prelude {
-    pub use crate::{AccountStore, IdempotencyStore, KeyStore, Store, TaskStore, UsageStore};
+    pub use crate::{
+        AccountStore, IdempotencyStore, KeyStore, SessionStore, Store, TaskStore, UsageStore,
+        UserStore,
+    };
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -270,7 +275,16 @@ pub trait UsageStore: Send + Sync {
 /// Every durable operation the service performs, on one backend.
 #[async_trait]
 pub trait Store:
-    AccountStore + KeyStore + TaskStore + IdempotencyStore + UsageStore + Send + Sync + 'static
+    AccountStore
+    + KeyStore
+    + TaskStore
+    + IdempotencyStore
+    + UsageStore
+    + UserStore
+    + SessionStore
+    + Send
+    + Sync
+    + 'static
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

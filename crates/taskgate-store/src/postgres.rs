@@ -47,4 +47,5 @@ impl PgStore {
 }
 
 impl_store!(PgStore, "postgres", STATEMENTS);
+crate::users::impl_users!(PgStore);
 impl_sqlx_hot_writes!(PgStore, STATEMENTS);

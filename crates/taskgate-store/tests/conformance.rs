@@ -34,6 +34,8 @@ mod lifecycle;
 mod tasks;
 #[path = "conformance/transitions.rs"]
 mod transitions;
+#[path = "conformance/users.rs"]
+mod users;
 
 /// One test per backend and check. A check named here runs on every backend.
 macro_rules! conformance {
@@ -99,6 +101,11 @@ conformance! {
         stale_records_taken_over_once,
         purge_removes_old_records,
         records_are_fenced_by_their_owner,
+    ],
+    users: [
+        one_user_per_email,
+        disabling_and_new_passwords_end_sessions,
+        sessions_are_found_touched_and_purged,
     ],
     concurrency: [
         concurrent_begin_starts_once,
