@@ -218,7 +218,7 @@ pub async fn identified(
     ip: IpAddr,
     headers: &HeaderMap,
 ) -> Result<(KeyRecord, Account), ApiError> {
-    if let Some(retry) = app.auth_failures.blocked(ip) {
+    if let Some(retry) = app.auth_failures.blocked(&ip) {
         return Err(ApiError::new(
             axum::http::StatusCode::TOO_MANY_REQUESTS,
             "rate_limit_exceeded",

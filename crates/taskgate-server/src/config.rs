@@ -32,6 +32,8 @@ pub struct Config {
     pub trusted_proxies: Vec<String>,
     /// Connection limits and timeouts against slow or idle clients.
     pub http: HttpConfig,
+    /// `[dashboard]`: sessions and sign-in of the web dashboard.
+    pub dashboard: DashboardConfig,
     /// Plans by name.
     pub plans: BTreeMap<PlanName, PlanLimits>,
     /// Plan of the `default` account created at first start.
@@ -51,7 +53,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 17] = [
+    pub const KEYS: [&'static str; 18] = [
         "listen",
         "database_url",
         "redis_url",
@@ -62,6 +64,7 @@ impl Config {
         "auth_failures_per_minute",
         "trusted_proxies",
         "http",
+        "dashboard",
         "plans",
         "default_plan",
         "providers",
@@ -88,6 +91,34 @@ impl PlanLimits {
 }
 
 /// `[http]`: what a connection may take of the server.
+/// `[dashboard]`: how long sessions last, how sign-in is limited, and whether
+/// cookies are marked `Secure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DashboardConfig {
+    /// A session unused for this long ends.
+    pub session_idle_minutes: u64,
+    /// A session ends this long after sign-in, however it is used.
+    pub session_max_hours: u64,
+    /// Failed sign-ins per minute from one address, and for one email,
+    /// before sign-in is refused for a while (`0`: no limit).
+    pub sign_in_failures_per_minute: u32,
+    /// Mark cookies `Secure` always. Without it they are `Secure` when the
+    /// request came over HTTPS (from a trusted proxy: `X-Forwarded-Proto`).
+    pub secure_cookies: bool,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        Self {
+            session_idle_minutes: 120,
+            session_max_hours: 12,
+            sign_in_failures_per_minute: 10,
+            secure_cookies: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
@@ -232,6 +263,7 @@ impl Default for Config {
             auth_failures_per_minute: 30,
             trusted_proxies: Vec::new(),
             http: HttpConfig::default(),
+            dashboard: DashboardConfig::default(),
             plans,
             default_plan: plan("free"),
             providers: BTreeMap::new(),
@@ -317,6 +349,25 @@ impl Config {
             "http.max_connections",
             h.max_connections as u64,
             1,
+            1_000_000,
+        )?;
+        let d = &self.dashboard;
+        in_range(
+            "dashboard.session_idle_minutes",
+            d.session_idle_minutes,
+            1,
+            30 * 24 * 60,
+        )?;
+        in_range(
+            "dashboard.session_max_hours",
+            d.session_max_hours,
+            1,
+            90 * 24,
+        )?;
+        in_range(
+            "dashboard.sign_in_failures_per_minute",
+            d.sign_in_failures_per_minute.into(),
+            0,
             1_000_000,
         )?;
         let o = &self.outbound;

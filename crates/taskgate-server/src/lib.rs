@@ -7,6 +7,7 @@ pub mod auth;
 pub mod catalog;
 pub mod client_addr;
 pub mod config;
+pub mod dashboard;
 pub mod envelope;
 pub mod error;
 pub mod executor;
@@ -20,6 +21,7 @@ pub mod ratelimit;
 pub mod router;
 pub mod serve;
 pub mod streams;
+pub mod users;
 pub mod v1;
 pub mod views;
 
@@ -51,6 +53,7 @@ pub struct AppState {
     pub trusted_proxies: client_addr::TrustedProxies,
     pub keys: KeyCache,
     pub openapi: openapi::Documents,
+    pub dashboard: dashboard::DashboardState,
     pub draining: AtomicBool,
 }
 
@@ -158,6 +161,7 @@ pub async fn start_with_env(
     )
     .await?;
     let openapi = openapi::Documents::new(&catalog);
+    let dashboard = dashboard::DashboardState::new(&config.dashboard);
     let state = Arc::new(AppState {
         limiter: RateLimiter::memory(),
         auth_failures: AuthFailures::new(config.auth_failures_per_minute),
@@ -169,6 +173,7 @@ pub async fn start_with_env(
         executor,
         keys: KeyCache::default(),
         openapi,
+        dashboard,
         draining: AtomicBool::new(false),
     });
     let shutdown = CancellationToken::new();

@@ -188,29 +188,40 @@ impl MemoryLimiter {
 /// per call, amortized, never a scan of every address. Past
 /// [`MAX_TRACKED_FAILURES`] failures in one minute (a flood from that many
 /// addresses) the oldest are forgotten early.
-pub struct AuthFailures {
+pub struct AuthFailures<K = std::net::IpAddr> {
     limit: u32,
-    log: Mutex<FailureLog>,
+    log: Mutex<FailureLog<K>>,
 }
 
 /// Failures of the last minute kept at most (about 6 MB).
 pub const MAX_TRACKED_FAILURES: usize = 100_000;
 
-#[derive(Default)]
-struct FailureLog {
-    by_addr: HashMap<std::net::IpAddr, VecDeque<i64>>,
+/// Failures by who failed (an address, or an email for sign-in).
+struct FailureLog<K> {
+    by_addr: HashMap<K, VecDeque<i64>>,
     /// Every failure recorded, oldest first.
-    order: VecDeque<(i64, std::net::IpAddr)>,
+    order: VecDeque<(i64, K)>,
 }
 
-impl FailureLog {
+impl<K> Default for FailureLog<K> {
+    fn default() -> Self {
+        Self {
+            by_addr: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> FailureLog<K> {
     /// Forgets the failures older than a minute (and the oldest beyond the cap).
     fn expire(&mut self, now: i64) {
-        while let Some(&(at, addr)) = self.order.front() {
-            if at > now - MINUTE_MS && self.order.len() < MAX_TRACKED_FAILURES {
+        while let Some((at, _)) = self.order.front() {
+            if *at > now - MINUTE_MS && self.order.len() < MAX_TRACKED_FAILURES {
                 break;
             }
-            self.order.pop_front();
+            let Some((at, addr)) = self.order.pop_front() else {
+                break;
+            };
             if let Some(log) = self.by_addr.get_mut(&addr) {
                 while log.front().is_some_and(|&t| t <= at) {
                     log.pop_front();
@@ -223,7 +234,7 @@ impl FailureLog {
     }
 }
 
-impl AuthFailures {
+impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
     pub fn new(limit: u32) -> Self {
         Self {
             limit,
@@ -232,14 +243,14 @@ impl AuthFailures {
     }
 
     /// Seconds until `addr` may try again, if it is blocked now.
-    pub fn blocked(&self, addr: std::net::IpAddr) -> Option<u64> {
+    pub fn blocked(&self, addr: &K) -> Option<u64> {
         if self.limit == 0 {
             return None; // the limit is off
         }
         let now = now_ms();
         let mut state = self.log.lock();
         state.expire(now);
-        let log = state.by_addr.get(&addr)?;
+        let log = state.by_addr.get(addr)?;
         let recent = log.iter().filter(|&&t| t > now - MINUTE_MS).count();
         if recent as u32 >= self.limit {
             // Blocked until the minute after the last failure that filled it has passed.
@@ -249,14 +260,14 @@ impl AuthFailures {
         None
     }
 
-    pub fn record(&self, addr: std::net::IpAddr) {
+    pub fn record(&self, addr: K) {
         if self.limit == 0 {
             return;
         }
         let now = now_ms();
         let mut state = self.log.lock();
         state.expire(now);
-        state.order.push_back((now, addr));
+        state.order.push_back((now, addr.clone()));
         let log = state.by_addr.entry(addr).or_default();
         log.push_back(now);
         // Only the last `limit` failures matter.
@@ -351,10 +362,10 @@ mod tests {
         let f = AuthFailures::new(3);
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         for _ in 0..3 {
-            assert!(f.blocked(ip).is_none());
+            assert!(f.blocked(&ip).is_none());
             f.record(ip);
         }
-        let secs = f.blocked(ip).expect("blocked");
+        let secs = f.blocked(&ip).expect("blocked");
         assert!((1..=60).contains(&secs));
     }
 
@@ -371,7 +382,7 @@ mod tests {
         ));
         f.record(last);
         f.record(last);
-        assert!(f.blocked(last).is_some());
+        assert!(f.blocked(&last).is_some());
     }
 
     #[test]
@@ -379,7 +390,7 @@ mod tests {
         let f = AuthFailures::new(0);
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         for _ in 0..100 {
-            assert!(f.blocked(ip).is_none());
+            assert!(f.blocked(&ip).is_none());
             f.record(ip);
         }
     }

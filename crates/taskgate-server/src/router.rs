@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::{Router, middleware};
 
-use crate::{AppState, auth, envelope, meta, v1};
+use crate::{AppState, auth, dashboard, envelope, meta, v1};
 
 pub fn router(app: Arc<AppState>) -> Router {
     let api = Router::new()
@@ -29,6 +29,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/readyz", get(meta::readyz))
         .route("/metrics", get(meta::metrics))
         .route("/docs", get(meta::docs))
+        .nest("/dashboard", dashboard::router())
         .fallback(meta::not_found)
         .layer(middleware::from_fn(envelope::envelope))
         .with_state(app)

@@ -7,10 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde_json::Value;
-use taskgate_core::KeyType;
 use taskgate_core::duration::parse_duration_ms;
+use taskgate_core::{KeyType, UserStatus};
 use taskgate_server::Config;
-use taskgate_server::admin;
+use taskgate_server::{admin, users};
 
 #[derive(Parser)]
 #[command(
@@ -41,6 +41,58 @@ enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Manage dashboard users.
+    #[command(subcommand)]
+    Users(UsersCommand),
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Create a user; without --password-stdin a password is generated and printed once.
+    Create {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        email: String,
+        /// owner, member or admin.
+        #[arg(long)]
+        role: String,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List users, of one account or of all.
+    List {
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Stop a user from signing in; their sessions end at once.
+    Disable {
+        /// The user's id or email.
+        user: String,
+    },
+    /// Let a disabled user sign in again.
+    Enable {
+        /// The user's id or email.
+        user: String,
+    },
+    /// Set a new password (generated and printed once without --password-stdin);
+    /// the user's sessions end.
+    ResetPassword {
+        /// The user's id or email.
+        user: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+}
+
+/// The first line of standard input, without its line ending.
+fn password_from_stdin() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("cannot read the password from standard input")?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
 #[derive(Subcommand)]
@@ -231,6 +283,38 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print_value(json, &out);
             Ok(())
         }
+        Command::Users(cmd) => {
+            let store = taskgate_server::open_store(&config).await?;
+            let out = match cmd {
+                UsersCommand::Create {
+                    account,
+                    email,
+                    role,
+                    password_stdin,
+                } => {
+                    let password = password_stdin.then(password_from_stdin).transpose()?;
+                    users::create_user(&*store, &account, &email, &role, password).await?
+                }
+                UsersCommand::List { account } => {
+                    users::list_users(&*store, account.as_deref()).await?
+                }
+                UsersCommand::Disable { user } => {
+                    users::set_status(&*store, &user, UserStatus::Disabled).await?
+                }
+                UsersCommand::Enable { user } => {
+                    users::set_status(&*store, &user, UserStatus::Active).await?
+                }
+                UsersCommand::ResetPassword {
+                    user,
+                    password_stdin,
+                } => {
+                    let password = password_stdin.then(password_from_stdin).transpose()?;
+                    users::reset_password(&*store, &user, password).await?
+                }
+            };
+            print_value(json, &out);
+            Ok(())
+        }
     }
 }
 
@@ -259,6 +343,17 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let store = taskgate_server::open_store(&config).await?;
     if let Some((account, live, test)) = admin::bootstrap(&*store, &config).await? {
         first_start_banner(&config, &account, &live, &test);
+    }
+    if let Some(admin) = users::bootstrap_admin(&*store).await? {
+        let s = |k: &str| admin[k].as_str().unwrap_or_default().to_owned();
+        println!(
+            "Dashboard: http://{}/dashboard\n\
+             An admin user was created; the password is shown this once.\n\n  \
+             email: {}\n  password: {}\n",
+            config.listen,
+            s("email"),
+            s("password"),
+        );
     }
     let server = taskgate_server::start(config, store, None).await?;
     tracing::info!(addr = %server.addr, "taskgate is listening");

@@ -7,6 +7,7 @@ mod auth;
 mod call;
 mod cancel;
 mod catalog;
+mod dashboard;
 mod envelope;
 mod hardening;
 mod idempotency;

@@ -1,0 +1,56 @@
+//! The web dashboard under `/dashboard`: server-rendered pages (askama
+//! templates, a stylesheet and one small script, all embedded), signed in
+//! with email and password. It shares nothing with the API's hot path but
+//! the store: its own sessions, its own sign-in limits.
+//!
+//! One file per page family; the session and the CSRF check are extractors
+//! (`session.rs`), so a handler cannot forget them.
+
+mod keys;
+pub mod pages;
+pub mod password;
+pub mod session;
+mod sign_in;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use taskgate_core::Email;
+
+use crate::AppState;
+use crate::config::DashboardConfig;
+use crate::ratelimit::AuthFailures;
+
+/// The dashboard's own state: failed sign-ins by address and by email.
+pub struct DashboardState {
+    pub failures_by_addr: AuthFailures<IpAddr>,
+    pub failures_by_email: AuthFailures<Email>,
+}
+
+impl DashboardState {
+    pub fn new(config: &DashboardConfig) -> Self {
+        Self {
+            failures_by_addr: AuthFailures::new(config.sign_in_failures_per_minute),
+            failures_by_email: AuthFailures::new(config.sign_in_failures_per_minute),
+        }
+    }
+}
+
+/// The route table of `/dashboard`.
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/", get(sign_in::home))
+        .route("/sign-in", get(sign_in::page).post(sign_in::submit))
+        .route("/sign-out", post(sign_in::sign_out))
+        .route("/keys", get(keys::list))
+        .route("/keys/new", get(keys::new_form).post(keys::create))
+        .route(
+            "/keys/{id}/revoke",
+            get(keys::confirm_revoke).post(keys::revoke),
+        )
+        .route("/keys/{id}/roll", get(keys::confirm_roll).post(keys::roll))
+        .route("/assets/{name}", get(pages::asset))
+        .fallback(|| async { pages::not_found() })
+}

@@ -1,0 +1,197 @@
+//! Signing in and out. Failed sign-ins are limited per address and per email
+//! (`dashboard.sign_in_failures_per_minute`); a wrong email and a wrong
+//! password get the same answer in the same time.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use serde::Deserialize;
+use taskgate_core::{Email, Timestamp, UserStatus};
+
+use super::pages::{self, redirect, render, render_with};
+use super::password;
+use super::session::{self, Changes, same_origin};
+use crate::AppState;
+
+#[derive(Template)]
+#[template(path = "dashboard/sign_in.html")]
+struct SignInPage<'a> {
+    error: Option<&'a str>,
+    email: &'a str,
+    next: &'a str,
+}
+
+#[derive(Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+/// Where to go after signing in: a dashboard page of this site, never
+/// elsewhere (`//host`, `/dashboard/../x` or a scheme are not followed).
+fn after_sign_in(next: Option<&str>) -> &str {
+    match next {
+        Some(n)
+            if n.starts_with("/dashboard")
+                && !n.contains("//")
+                && !n.contains("..")
+                && !n.contains('\\')
+                && !n.starts_with("/dashboard/sign-") =>
+        {
+            n
+        }
+        _ => "/dashboard/keys",
+    }
+}
+
+pub async fn page(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<NextQuery>,
+) -> Response {
+    let next = after_sign_in(q.next.as_deref());
+    match session::current(&app, &headers).await {
+        Ok(Some(_)) => redirect(next),
+        Ok(None) => render(&SignInPage {
+            error: None,
+            email: "",
+            next,
+        }),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignInForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    next: Option<String>,
+}
+
+pub async fn submit(
+    State(app): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if !same_origin(&headers) {
+        return session::forbidden();
+    }
+    let Ok(form) = serde_urlencoded::from_bytes::<SignInForm>(&body) else {
+        return session::bad_form();
+    };
+    let next = after_sign_in(form.next.as_deref());
+    let refuse = |status: StatusCode, message: &str| {
+        render_with(
+            status,
+            &SignInPage {
+                error: Some(message),
+                email: &form.email,
+                next,
+            },
+        )
+    };
+    let ip = app.trusted_proxies.client(peer.ip(), &headers);
+    let email = Email::normalize(&form.email).ok();
+    let blocked = app.dashboard.failures_by_addr.blocked(&ip).or_else(|| {
+        email
+            .as_ref()
+            .and_then(|e| app.dashboard.failures_by_email.blocked(e))
+    });
+    if let Some(secs) = blocked {
+        return refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("Too many failed sign-ins. Try again in {secs} seconds."),
+        );
+    }
+    let user = match &email {
+        Some(e) => match app.store.find_user_by_email(e).await {
+            Ok(u) => u,
+            Err(e) => return session::store_error(e),
+        },
+        None => None,
+    };
+    // The same work whether or not the user exists.
+    let hash = user
+        .as_ref()
+        .map(|u| u.password_hash.clone())
+        .unwrap_or_else(|| password::decoy().to_owned());
+    let matches = password::verify_off_thread(form.password.clone(), hash).await;
+    let user = match user {
+        Some(u) if matches && u.status == UserStatus::Active => u,
+        _ => {
+            app.dashboard.failures_by_addr.record(ip);
+            if let Some(e) = email {
+                app.dashboard.failures_by_email.record(e);
+            }
+            return refuse(StatusCode::UNAUTHORIZED, "Email or password is wrong.");
+        }
+    };
+    // A session the browser already had ends: sign-in always starts a new one.
+    if let Some(old) = session::cookie_token(&headers) {
+        let _ = app.store.delete_session(&session::token_hash(&old)).await;
+    }
+    let cookie = match session::start(&app, &headers, &user).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if let Err(e) = app.store.record_sign_in(user.id, Timestamp::now()).await {
+        tracing::warn!(error = %e, "dashboard: cannot record a sign-in");
+    }
+    let mut r = redirect(next);
+    r.headers_mut().insert(header::SET_COOKIE, cookie);
+    r
+}
+
+#[derive(Deserialize)]
+pub struct SignOutForm {}
+
+pub async fn sign_out(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    _changes: Changes<SignOutForm>,
+) -> Response {
+    if let Some(token) = session::cookie_token(&headers)
+        && let Err(e) = app.store.delete_session(&session::token_hash(&token)).await
+    {
+        return session::store_error(e);
+    }
+    let mut r = redirect("/dashboard/sign-in");
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        session::set_cookie(&app, &headers, None),
+    );
+    r
+}
+
+pub async fn home() -> Response {
+    pages::redirect("/dashboard/keys")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_sign_in;
+
+    #[test]
+    fn only_dashboard_pages_are_followed() {
+        assert_eq!(
+            after_sign_in(Some("/dashboard/tasks?mode=test")),
+            "/dashboard/tasks?mode=test"
+        );
+        for bad in [
+            "https://evil.example/",
+            "//evil.example",
+            "/dashboard/../x",
+            "/api/v1/call",
+            "/dashboard/sign-out",
+        ] {
+            assert_eq!(after_sign_in(Some(bad)), "/dashboard/keys", "{bad}");
+        }
+        assert_eq!(after_sign_in(None), "/dashboard/keys");
+    }
+}

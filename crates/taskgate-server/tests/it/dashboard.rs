@@ -1,0 +1,423 @@
+//! The dashboard over HTTP, as a browser uses it (issue 9): sign-in and
+//! sessions, CSRF protection, the API Keys area and its effect on the API,
+//! tenancy and roles. The browser walk-through itself is `e2e/`.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
+use serde_json::json;
+use taskgate_server::users;
+
+use crate::utils::{Backend, TestApp, TestClient, both};
+
+const PASSWORD: &str = "violet kettle drums at noon";
+
+/// A browser of one person: its cookie, no automatic redirects.
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    origin: String,
+    cookie: Option<String>,
+}
+
+struct Page {
+    status: StatusCode,
+    location: Option<String>,
+    set_cookie: Option<String>,
+    text: String,
+}
+
+impl Page {
+    /// The CSRF token of the page's forms.
+    fn csrf(&self) -> String {
+        let at = self
+            .text
+            .find("name=\"csrf\" value=\"")
+            .expect("a form with a CSRF token");
+        let rest = &self.text[at + 19..];
+        rest[..rest.find('"').unwrap()].to_owned()
+    }
+
+    /// The secret key a page shows once.
+    fn secret(&self) -> String {
+        let at = self
+            .text
+            .find("id=\"secret\" readonly value=\"")
+            .expect("a secret");
+        let rest = &self.text[at + 28..];
+        rest[..rest.find('"').unwrap()].to_owned()
+    }
+}
+
+impl Browser {
+    fn new(app: &TestApp) -> Self {
+        Browser {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            base: app.base.clone(),
+            origin: app.base.clone(),
+            cookie: None,
+        }
+    }
+
+    async fn send(&mut self, req: reqwest::RequestBuilder) -> Page {
+        let req = match &self.cookie {
+            Some(c) => req.header(COOKIE, c),
+            None => req,
+        };
+        let r = req.send().await.expect("request sent");
+        let status = r.status();
+        let header = |name| {
+            r.headers()
+                .get(name)
+                .map(|v: &reqwest::header::HeaderValue| v.to_str().unwrap().to_owned())
+        };
+        let location = header(LOCATION);
+        let set_cookie = header(SET_COOKIE);
+        if let Some(c) = &set_cookie {
+            let pair = c.split(';').next().unwrap().to_owned();
+            self.cookie = (!pair.ends_with('=')).then_some(pair);
+        }
+        let text = r.text().await.unwrap();
+        Page {
+            status,
+            location,
+            set_cookie,
+            text,
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Page {
+        let req = self.http.get(format!("{}{path}", self.base));
+        self.send(req).await
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        let req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(ORIGIN, &self.origin)
+            .form(form);
+        self.send(req).await
+    }
+
+    async fn sign_in(&mut self, email: &str, password: &str) -> Page {
+        self.post(
+            "/dashboard/sign-in",
+            &[("email", email), ("password", password)],
+        )
+        .await
+    }
+}
+
+async fn user(app: &TestApp, account: &str, email: &str, role: &str) {
+    users::create_user(&*app.store, account, email, role, Some(PASSWORD.to_owned()))
+        .await
+        .expect("create user");
+}
+
+async fn signed_in(app: &TestApp, email: &str) -> Browser {
+    let mut b = Browser::new(app);
+    let r = b.sign_in(email, PASSWORD).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    b
+}
+
+/// Wrong passwords and unknown emails get the same answer; the right one a
+/// new session in an HttpOnly, SameSite=Lax cookie; sign-out ends it on the
+/// server, so the old cookie no longer works.
+async fn sign_in_and_out(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = Browser::new(&app);
+
+    let r = b.get("/dashboard/keys").await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.location.as_deref(),
+        Some("/dashboard/sign-in?next=/dashboard/keys")
+    );
+    let form = b.get("/dashboard/sign-in").await;
+    assert!(form.text.contains("<label for=\"email\">Email</label>"));
+    assert!(
+        form.text
+            .contains("<label for=\"password\">Password</label>")
+    );
+    assert!(form.text.contains(">Sign in</button>"));
+
+    for (email, password) in [
+        ("ada@example.com", "not the password at all"),
+        ("nobody@example.com", PASSWORD),
+    ] {
+        let r = b.sign_in(email, password).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        assert!(r.text.contains("Email or password is wrong."));
+        assert!(r.set_cookie.is_none());
+    }
+
+    let r = b.sign_in("  ADA@example.com ", PASSWORD).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let cookie = r.set_cookie.unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let first = b.cookie.clone().unwrap();
+    let page = b.get("/dashboard/keys").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.text.contains("ada@example.com"));
+    assert!(page.text.contains("aria-label=\"Main\""));
+    assert!(page.text.contains(">API keys</a>"));
+
+    // Signing in again makes a new session id.
+    b.sign_in("ada@example.com", PASSWORD).await;
+    assert_ne!(b.cookie.clone().unwrap(), first);
+
+    let csrf = b.get("/dashboard/keys").await.csrf();
+    let kept = b.cookie.clone().unwrap();
+    let r = b.post("/dashboard/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(r.set_cookie.unwrap().contains("Max-Age=0"));
+    // The old cookie, replayed, opens nothing.
+    b.cookie = Some(kept);
+    let r = b.get("/dashboard/keys").await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    app.stop().await;
+}
+both!(sign_in_and_out);
+
+/// A state-changing request without the CSRF token, with a wrong one, or
+/// from another site is 403 and changes nothing.
+async fn csrf_and_origin_are_checked(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let keys = app
+        .store
+        .list_keys(app.account_id.parse().unwrap())
+        .await
+        .unwrap();
+    let key = &keys[0];
+    let path = format!("/dashboard/keys/{}/revoke", key.id);
+    let csrf = b.get(&path).await.csrf();
+
+    let r = b.post(&path, &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = b.post(&path, &[("csrf", "0".repeat(64).as_str())]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    b.origin = "https://evil.example".to_owned();
+    let r = b.post(&path, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = b
+        .post(
+            "/dashboard/keys/new",
+            &[("csrf", &csrf), ("name", "x"), ("preset", "full")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let after = app.store.list_keys(key.account_id).await.unwrap();
+    assert_eq!(after, keys, "nothing changed");
+
+    // From this site with the token, it works.
+    b.origin = app.base.clone();
+    let r = b.post(&path, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    assert!(
+        app.store
+            .get_key(key.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at
+            .is_some()
+    );
+    app.stop().await;
+}
+both!(csrf_and_origin_are_checked);
+
+/// The Read-only preset makes a restricted key with `apis:read`, shown once;
+/// it reads the catalog, cannot call; revoked in the dashboard, the API
+/// refuses it within the contract's 5 seconds.
+async fn a_read_only_key_from_the_dashboard(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let csrf = b.get("/dashboard/keys/new").await.csrf();
+    let r = b
+        .post(
+            "/dashboard/keys/new",
+            &[
+                ("csrf", &csrf),
+                ("mode", "live"),
+                ("name", "reporting"),
+                ("preset", "read"),
+                ("expires", "30d"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert!(r.text.contains("shown this once"));
+    let secret = r.secret();
+    assert!(secret.starts_with("tg_restrict_"), "{secret}");
+
+    let list = b.get("/dashboard/keys").await;
+    assert!(list.text.contains("reporting"));
+    assert!(list.text.contains("apis:read"));
+    assert!(
+        !list.text.contains(&secret),
+        "the secret is shown once only"
+    );
+
+    let api = TestClient::new(&app.base, Some(&secret));
+    api.get("apis").await.expect(200);
+    api.call(json!({"api": "sentiment", "input": {"text": "hi"}}))
+        .await
+        .expect_error(403, "insufficient_permissions");
+
+    let keys = app
+        .store
+        .list_keys(app.account_id.parse().unwrap())
+        .await
+        .unwrap();
+    let id = keys.iter().find(|k| k.name == "reporting").unwrap().id;
+    let path = format!("/dashboard/keys/{id}/revoke");
+    let confirm = b.get(&path).await;
+    assert!(confirm.text.contains("Revoke key"));
+    let r = b.post(&path, &[("csrf", &confirm.csrf())]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let started = Instant::now();
+    loop {
+        let r = api.get("apis").await;
+        if r.status == 401 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "still accepted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    app.stop().await;
+}
+both!(a_read_only_key_from_the_dashboard);
+
+/// Rolling shows the new secret once; both keys work during the grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_a_key_from_the_dashboard() {
+    let Some(app) = TestApp::start(Backend::Sqlite).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let old = app
+        .store
+        .list_keys(app.account_id.parse().unwrap())
+        .await
+        .unwrap();
+    let live = old.iter().find(|k| k.key_type.as_str() == "live").unwrap();
+    let path = format!("/dashboard/keys/{}/roll", live.id);
+    let csrf = b.get(&path).await.csrf();
+    let r = b.post(&path, &[("csrf", &csrf), ("grace", "1h")]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let secret = r.secret();
+    TestClient::new(&app.base, Some(&secret))
+        .get("apis")
+        .await
+        .expect(200);
+    app.client(&app.live).get("apis").await.expect(200);
+    app.stop().await;
+}
+
+/// Members look but change nothing (403); nobody reaches another account's
+/// keys by URL (404); a disabled user's session ends.
+async fn roles_and_tenancy(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let other = app.create_account("pro").await;
+    user(&app, &app.account_id, "member@example.com", "member").await;
+    user(&app, &other, "owner@other.example", "owner").await;
+    let mut member = signed_in(&app, "member@example.com").await;
+    let mut stranger = signed_in(&app, "owner@other.example").await;
+
+    let page = member.get("/dashboard/keys").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(!page.text.contains("Create key"));
+    let csrf = page.csrf();
+    let r = member.get("/dashboard/keys/new").await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = member
+        .post(
+            "/dashboard/keys/new",
+            &[("csrf", &csrf), ("name", "x"), ("preset", "full")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    let keys = app
+        .store
+        .list_keys(app.account_id.parse().unwrap())
+        .await
+        .unwrap();
+    let path = format!("/dashboard/keys/{}/revoke", keys[0].id);
+    assert_eq!(stranger.get(&path).await.status, StatusCode::NOT_FOUND);
+    let csrf = stranger.get("/dashboard/keys").await.csrf();
+    let r = stranger.post(&path, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(
+        app.store
+            .get_key(keys[0].id)
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at
+            .is_none()
+    );
+    let theirs = stranger.get("/dashboard/keys").await;
+    assert!(!theirs.text.contains(keys[0].hint.as_str()));
+
+    users::set_status(
+        &*app.store,
+        "member@example.com",
+        taskgate_core::UserStatus::Disabled,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        member.get("/dashboard/keys").await.status,
+        StatusCode::SEE_OTHER
+    );
+    let r = member.sign_in("member@example.com", PASSWORD).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    app.stop().await;
+}
+both!(roles_and_tenancy);
+
+/// Failed sign-ins are limited per email (and per address): past the limit
+/// even the right password waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_failures_are_limited() {
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| c.dashboard.sign_in_failures_per_minute = 3)
+        .start()
+        .await
+    else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = Browser::new(&app);
+    for _ in 0..3 {
+        let r = b.sign_in("ada@example.com", "wrong wrong wrong").await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
+    let r = b.sign_in("ada@example.com", PASSWORD).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.text.contains("Too many failed sign-ins"));
+    app.stop().await;
+}
