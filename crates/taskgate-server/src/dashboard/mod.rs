@@ -11,6 +11,7 @@ pub mod pages;
 pub mod password;
 pub mod session;
 mod sign_in;
+mod tasks;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub fn router() -> Router<Arc<AppState>> {
             get(keys::confirm_revoke).post(keys::revoke),
         )
         .route("/keys/{id}/roll", get(keys::confirm_roll).post(keys::roll))
+        .route("/tasks", get(tasks::list))
+        .route("/tasks/{id}", get(tasks::details))
+        .route("/tasks/{id}/cancel", post(tasks::cancel))
         .route("/assets/{name}", get(pages::asset))
         .fallback(|| async { pages::not_found() })
 }

@@ -9,8 +9,11 @@ use super::session::Session;
 use crate::envelope::Raw;
 
 /// The sections of the navigation, by path and label (each added as it is
-/// built: Tasks, Usage, APIs and Settings come next).
-pub const SECTIONS: [(&str, &str); 1] = [("/dashboard/keys", "API keys")];
+/// built: Usage, APIs and Settings come next).
+pub const SECTIONS: [(&str, &str); 2] = [
+    ("/dashboard/keys", "API keys"),
+    ("/dashboard/tasks", "Tasks"),
+];
 
 /// The frame of a signed-in page.
 pub struct Chrome {

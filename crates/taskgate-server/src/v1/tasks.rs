@@ -12,7 +12,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::json;
-use taskgate_core::{ApiSlug, TaskId, TaskStatus, Timestamp, Transition};
+use taskgate_core::{AccountId, ApiList, ApiSlug, Mode, TaskId, TaskStatus, Timestamp, Transition};
 use taskgate_store::{TaskQuery, TaskRecord};
 use tokio::sync::mpsc;
 
@@ -78,10 +78,22 @@ pub async fn list(
 /// whether there are more), `None` when it can hold nothing (an `api` that
 /// cannot be a slug), or the 400 to answer.
 pub fn list_query(principal: &Principal, query: &QueryPairs) -> ApiResult<Option<TaskQuery>> {
-    query.check(&PARAMS)?;
-    let mut q = TaskQuery::new(principal.account_id, principal.mode, query.limit()? + 1);
     // A restricted key sees only the tasks of the APIs it may call.
-    q.apis = principal.allowed_apis.as_ref().map(|list| list.0.clone());
+    let apis = principal.allowed_apis.as_deref();
+    list_query_of(principal.account_id, principal.mode, apis, query)
+}
+
+/// [`list_query`] for an account's tasks of one mode, of `apis` only when
+/// given (the dashboard reads with it too).
+pub fn list_query_of(
+    account_id: AccountId,
+    mode: Mode,
+    apis: Option<&ApiList>,
+    query: &QueryPairs,
+) -> ApiResult<Option<TaskQuery>> {
+    query.check(&PARAMS)?;
+    let mut q = TaskQuery::new(account_id, mode, query.limit()? + 1);
+    q.apis = apis.map(|list| list.0.clone());
     if let Some(s) = query.get("status") {
         for part in s.split(',').map(|p| p.trim_matches(' ')) {
             let status: TaskStatus = part.parse().map_err(|_| {
@@ -185,23 +197,11 @@ pub async fn cancel(
         // Another API's task is not this key's to see, nor to cancel.
         find(&app, &principal, &id).await?;
     }
-    let task = app
-        .store
-        .cancel_task(
-            principal.account_id,
-            principal.mode,
-            task_id,
-            Timestamp::now(),
-        )
+    let task = cancel_and_stop(&app, principal.account_id, principal.mode, task_id)
         .await?
         .ok_or_else(|| ApiError::task_not_found(&id))?;
     match task.status {
-        TaskStatus::Cancelled => {
-            // Stop the execution now, and answer whoever waits for it.
-            app.executor.cancel_running(task.id);
-            app.executor.notify(&task);
-            Data::ok(&TaskView::new(&task, true))
-        }
+        TaskStatus::Cancelled => Data::ok(&TaskView::new(&task, true)),
         status => Err(ApiError::conflict(
             "task_not_cancellable",
             format!(
@@ -215,6 +215,28 @@ pub async fn cancel(
             ),
         )),
     }
+}
+
+/// Cancels a task of the account and mode (if it is queued or running), then
+/// stops its execution and answers whoever waits for it. The task as it
+/// stands afterwards; `None` when there is no such task.
+pub async fn cancel_and_stop(
+    app: &AppState,
+    account_id: AccountId,
+    mode: Mode,
+    id: TaskId,
+) -> Result<Option<TaskRecord>, taskgate_store::StoreError> {
+    let task = app
+        .store
+        .cancel_task(account_id, mode, id, Timestamp::now())
+        .await?;
+    if let Some(t) = &task
+        && t.status == TaskStatus::Cancelled
+    {
+        app.executor.cancel_running(t.id);
+        app.executor.notify(t);
+    }
+    Ok(task)
 }
 
 /// Pause between looks for a running task's output when it is not (yet)

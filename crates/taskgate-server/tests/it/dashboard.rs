@@ -421,3 +421,85 @@ async fn sign_in_failures_are_limited() {
     assert!(r.text.contains("Too many failed sign-ins"));
     app.stop().await;
 }
+
+/// Task history: live by default, test with the toggle, filtered like GET
+/// /tasks; a task's page has its input, output, events and attempts; a
+/// running test task is cancelled from its page; another account's task is
+/// not found.
+async fn task_history_and_cancel(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "member").await;
+    let other = app.create_account("pro").await;
+    user(&app, &other, "owner@other.example", "owner").await;
+    let live = app.client(&app.live);
+    let done = live
+        .call(json!({"api": "sentiment", "input": {"text": "what a lovely day"}}))
+        .await
+        .expect(200);
+    let done_id = done.data()["id"].as_str().unwrap().to_owned();
+    let test = app.client(&app.test);
+    let slow = test
+        .call(
+            json!({"api": "sentiment", "input": {"text": "hi"}, "mode": "async",
+            "sandbox": {"delay_ms": 60000}}),
+        )
+        .await
+        .expect(202);
+    let slow_id = slow.data()["id"].as_str().unwrap().to_owned();
+
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let page = b.get("/dashboard/tasks").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert!(page.text.contains(&done_id));
+    assert!(
+        !page.text.contains(&slow_id),
+        "test tasks only in test mode"
+    );
+    let page = b.get("/dashboard/tasks?mode=test").await;
+    assert!(page.text.contains(&slow_id));
+    assert!(!page.text.contains(&done_id));
+    let page = b.get("/dashboard/tasks?status=failed").await;
+    assert!(!page.text.contains(&done_id));
+    let page = b
+        .get("/dashboard/tasks?status=succeeded&api=sentiment")
+        .await;
+    assert!(page.text.contains(&done_id));
+    let page = b.get("/dashboard/tasks?from=2000-13-01").await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(page.text.contains("created_after"), "{}", page.text);
+
+    let details = b.get(&format!("/dashboard/tasks/{done_id}")).await;
+    assert_eq!(details.status, StatusCode::OK);
+    for part in [
+        "what a lovely day",
+        "compound",
+        "queued",
+        "succeeded",
+        "builtin",
+    ] {
+        assert!(details.text.contains(part), "{part}: {}", details.text);
+    }
+    assert!(!details.text.contains("Cancel task"));
+
+    let running = b.get(&format!("/dashboard/tasks/{slow_id}")).await;
+    assert!(running.text.contains("Cancel task"));
+    let r = b
+        .post(
+            &format!("/dashboard/tasks/{slow_id}/cancel"),
+            &[("csrf", &running.csrf())],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let after = test.get(&format!("tasks/{slow_id}")).await.expect(200);
+    assert_eq!(after.data()["status"], json!("cancelled"));
+
+    let mut stranger = signed_in(&app, "owner@other.example").await;
+    let r = stranger.get(&format!("/dashboard/tasks/{done_id}")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let list = stranger.get("/dashboard/tasks").await;
+    assert!(!list.text.contains(&done_id));
+    app.stop().await;
+}
+both!(task_history_and_cancel);
