@@ -6,6 +6,7 @@
 //! One file per page family; the session and the CSRF check are extractors
 //! (`session.rs`), so a handler cannot forget them.
 
+mod apis;
 mod keys;
 pub mod pages;
 pub mod password;
@@ -55,6 +56,9 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/tasks", get(tasks::list))
         .route("/tasks/{id}", get(tasks::details))
         .route("/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/apis", get(apis::list))
+        .route("/apis/{slug}", get(apis::details))
+        .route("/apis/{slug}/try", post(apis::try_it))
         .route("/assets/{name}", get(pages::asset))
         .fallback(|| async { pages::not_found() })
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use serde::Serialize;
 use serde_json::Value;
+use taskgate_core::ApiList;
 
 use crate::AppState;
 use crate::auth::{ApisRead, Auth, Principal};
@@ -43,6 +44,16 @@ pub fn select<'a>(
     principal: &Principal,
     query: &QueryPairs,
 ) -> ApiResult<(Vec<&'a Arc<ApiEntry>>, Option<String>)> {
+    select_of(catalog, principal.allowed_apis.as_deref(), query)
+}
+
+/// [`select`] among `allowed` APIs only when given (the dashboard reads the
+/// whole catalog with it).
+pub fn select_of<'a>(
+    catalog: &'a Catalog,
+    allowed: Option<&ApiList>,
+    query: &QueryPairs,
+) -> ApiResult<(Vec<&'a Arc<ApiEntry>>, Option<String>)> {
     query.check(&["kind", "provider", "q", "limit", "cursor"])?;
     let limit = query.limit()? as usize;
     let after = match query.get("cursor") {
@@ -54,7 +65,7 @@ pub fn select<'a>(
     let text = query.get("q").map(str::to_lowercase);
     let mut matching = catalog.all().iter().filter(|e| {
         let s = &e.spec;
-        principal.may_call(&s.slug)
+        allowed.is_none_or(|list| list.contains(&s.slug))
             && query.get("kind").is_none_or(|k| s.kind == k)
             && query.get("provider").is_none_or(|p| s.provider == p)
             && after.as_ref().is_none_or(|a| s.slug.as_str() > a.as_str())

@@ -70,6 +70,20 @@ pub async fn create(
         })?
 }
 
+/// A call made for `principal` from elsewhere than POST /call (the
+/// dashboard's Try it): the body as POST /call takes it, checked and executed
+/// the same way. The task as the call's answer shows it.
+pub(crate) async fn call_for(
+    app: &AppState,
+    principal: &Principal,
+    body: Map<String, Value>,
+) -> ApiResult<Value> {
+    let request = parse(app, principal, body)?;
+    let response = execute(app, principal, request, None).await?;
+    let (_, stored) = recorded(&response);
+    serde_json::from_str(&stored).map_err(|_| ApiError::internal())
+}
+
 /// An Idempotency-Key and the request that holds it (the fence of its record).
 struct Hold {
     key: IdempotencyKey,

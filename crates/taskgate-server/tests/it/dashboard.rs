@@ -503,3 +503,77 @@ async fn task_history_and_cancel(backend: Backend) {
     app.stop().await;
 }
 both!(task_history_and_cancel);
+
+/// The catalog with search and filters; an API's page with its schemas and
+/// examples; Try it runs a test task (with the account's test key, or one
+/// made for it) and shows it; bad JSON or input is explained, not run.
+async fn catalog_and_try_it(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "member").await;
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let all = b.get("/dashboard/apis").await;
+    assert_eq!(all.status, StatusCode::OK);
+    for slug in ["sentiment", "token-count", "language-detect"] {
+        assert!(
+            all.text.contains(&format!("/dashboard/apis/{slug}\"")),
+            "{slug}"
+        );
+    }
+    let found = b.get("/dashboard/apis?q=tiktoken").await;
+    assert!(
+        found.text.contains("token-count") && !found.text.contains("/dashboard/apis/sentiment\"")
+    );
+    let kind = b.get("/dashboard/apis?kind=classification").await;
+    assert!(
+        kind.text.contains("/dashboard/apis/sentiment\"")
+            && !kind.text.contains("/dashboard/apis/token-count\"")
+    );
+
+    let page = b.get("/dashboard/apis/sentiment").await;
+    assert!(page.text.contains("Input schema") && page.text.contains("Example 1"));
+    assert!(
+        page.text
+            .contains("<label for=\"input\">Input (JSON)</label>")
+    );
+    let csrf = page.csrf();
+    let r = b
+        .post(
+            "/dashboard/apis/sentiment/try",
+            &[("csrf", &csrf), ("input", "{\"text\": \"I love it\"}")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let task_page = r.location.unwrap();
+    let shown = b.get(&task_page).await;
+    assert!(
+        shown.text.contains("succeeded") && shown.text.contains("positive"),
+        "{}",
+        shown.text
+    );
+    let id = task_page.rsplit('/').next().unwrap();
+    let api = app
+        .client(&app.test)
+        .get(&format!("tasks/{id}"))
+        .await
+        .expect(200);
+    assert_eq!(api.data()["mode"], json!("test"));
+
+    for (input, says) in [("{not json", "not JSON"), ("{\"txt\": 1}", "text")] {
+        let r = b
+            .post(
+                "/dashboard/apis/sentiment/try",
+                &[("csrf", &csrf), ("input", input)],
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert!(r.text.contains(says), "{says}: {}", r.text);
+    }
+    assert_eq!(
+        b.get("/dashboard/apis/nope").await.status,
+        StatusCode::NOT_FOUND
+    );
+    app.stop().await;
+}
+both!(catalog_and_try_it);

@@ -1,0 +1,319 @@
+//! The catalog: search and kind/provider filters as GET /apis has them; an
+//! API's page with its description, pricing, status, limits, schemas and
+//! examples, and a Try it form that runs a test-mode task.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use taskgate_core::{KeyId, KeyType, Mode, Scopes, Timestamp};
+use taskgate_store::KeyRecord;
+
+use super::pages::{Chrome, error_page, not_found, redirect, render, render_with};
+use super::session::{Changes, Session, store_error};
+use crate::AppState;
+use crate::admin::{self, NewKey};
+use crate::auth::Principal;
+use crate::catalog::ApiEntry;
+use crate::config::PlanLimits;
+use crate::v1::QueryPairs;
+use crate::v1::apis::select_of;
+
+#[derive(Deserialize, Default)]
+pub struct Filters {
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    provider: String,
+}
+
+struct Row {
+    slug: String,
+    name: String,
+    description: String,
+    kind: String,
+    provider: String,
+    status: &'static str,
+    price: String,
+}
+
+/// `$0.0001 per call`, `$0.0025 / $0.0100 per 1K input / output tokens`.
+fn price_of(entry: &ApiEntry) -> String {
+    let p = entry.summary()["pricing"].clone();
+    let s = |k: &str| p[k].as_str().unwrap_or("?").to_owned();
+    match p["unit"].as_str() {
+        Some("call") => format!("${} per call", s("price_usd")),
+        _ => format!(
+            "${} / ${} per 1K input / output tokens",
+            s("input_price_usd"),
+            s("output_price_usd")
+        ),
+    }
+}
+
+impl Row {
+    fn new(e: &ApiEntry) -> Self {
+        Row {
+            slug: e.slug.as_str().to_owned(),
+            name: e.spec.name.clone(),
+            description: e.spec.description.clone(),
+            kind: e.spec.kind.clone(),
+            provider: e.spec.provider.clone(),
+            status: e.provider.status(&e.spec.slug).as_str(),
+            price: price_of(e),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/apis.html")]
+struct ApisPage {
+    chrome: Chrome,
+    filters: Filters,
+    kinds: Vec<String>,
+    providers: Vec<String>,
+    rows: Vec<Row>,
+}
+
+fn distinct(app: &AppState, f: impl Fn(&ApiEntry) -> &str) -> Vec<String> {
+    let mut v: Vec<String> = app.catalog.all().iter().map(|e| f(e).to_owned()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+pub async fn list(
+    State(app): State<Arc<AppState>>,
+    session: Session,
+    Query(filters): Query<Filters>,
+) -> Response {
+    let mut pairs = vec![("limit".to_owned(), "100".to_owned())];
+    for (k, v) in [
+        ("q", &filters.q),
+        ("kind", &filters.kind),
+        ("provider", &filters.provider),
+    ] {
+        if !v.is_empty() {
+            pairs.push((k.to_owned(), v.clone()));
+        }
+    }
+    // The whole catalog, in pages of GET /apis's largest size.
+    let mut rows = Vec::new();
+    loop {
+        let (page, next) = match select_of(&app.catalog, None, &QueryPairs(pairs.clone())) {
+            Ok(p) => p,
+            Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.message),
+        };
+        rows.extend(page.iter().map(|e| Row::new(e)));
+        let Some(cursor) = next else { break };
+        pairs.retain(|(k, _)| k != "cursor");
+        pairs.push(("cursor".to_owned(), cursor));
+    }
+    render(&ApisPage {
+        chrome: Chrome::new(&session, "/dashboard/apis", filters.mode == "test"),
+        kinds: distinct(&app, |e| &e.spec.kind),
+        providers: distinct(&app, |e| &e.spec.provider),
+        filters,
+        rows,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/api.html")]
+struct ApiPage {
+    chrome: Chrome,
+    api: Row,
+    timeout_ms: u64,
+    max_input_bytes: u64,
+    input_schema: String,
+    output_schema: String,
+    examples: Vec<(String, String)>,
+    try_input: String,
+    error: Option<String>,
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn api_page(
+    session: &Session,
+    entry: &ApiEntry,
+    test: bool,
+    input: Option<String>,
+    error: Option<String>,
+) -> ApiPage {
+    let s = &entry.spec;
+    let example = s
+        .examples
+        .first()
+        .map(|e| pretty(&e.input))
+        .unwrap_or_else(|| "{}".to_owned());
+    ApiPage {
+        chrome: Chrome::new(session, "/dashboard/apis", test),
+        api: Row::new(entry),
+        timeout_ms: s.timeout_ms,
+        max_input_bytes: s.max_input_bytes,
+        input_schema: pretty(&s.input_schema),
+        output_schema: pretty(&s.output_schema),
+        examples: s
+            .examples
+            .iter()
+            .map(|e| (pretty(&e.input), pretty(&e.output)))
+            .collect(),
+        try_input: input.unwrap_or(example),
+        error,
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub struct ModeQuery {
+    #[serde(default)]
+    mode: String,
+}
+
+pub async fn details(
+    State(app): State<Arc<AppState>>,
+    session: Session,
+    Path(slug): Path<String>,
+    Query(q): Query<ModeQuery>,
+) -> Response {
+    match app.catalog.get(&slug) {
+        Some(entry) => render(&api_page(&session, entry, q.mode == "test", None, None)),
+        None => not_found(),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct TryForm {
+    #[serde(default)]
+    input: String,
+}
+
+/// The account's test key that Try it's tasks are made with: an active test
+/// key of the account, or a new one named "Dashboard: Try it" (its secret is
+/// not kept: the dashboard needs only its id).
+async fn try_key(app: &AppState, session: &Session) -> Result<KeyRecord, Response> {
+    let keys = app
+        .store
+        .list_keys(session.account.id)
+        .await
+        .map_err(store_error)?;
+    let now = Timestamp::now();
+    let usable = |k: &&KeyRecord| {
+        k.key_type == KeyType::Test
+            && k.revoked_at.is_none_or(|t| t > now)
+            && k.expires_at.is_none_or(|t| t > now)
+    };
+    if let Some(k) = keys.iter().find(usable) {
+        return Ok(k.clone());
+    }
+    let account = session.account.id.to_string();
+    let made = admin::create_key(
+        &*app.store,
+        NewKey {
+            account_id: &account,
+            key_type: KeyType::Test,
+            name: "Dashboard: Try it",
+            scopes: None,
+            apis: None,
+            expires_in_ms: None,
+        },
+    )
+    .await
+    .map_err(|e| error_page(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()))?;
+    let id = made["id"]
+        .as_str()
+        .and_then(|i| KeyId::parse(i).ok())
+        .ok_or_else(|| error_page(StatusCode::INTERNAL_SERVER_ERROR, "No key was made."))?;
+    app.store
+        .get_key(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| error_page(StatusCode::INTERNAL_SERVER_ERROR, "No key was made."))
+}
+
+/// Runs the API in test mode with the form's input, as a sync POST /call
+/// with a test key would (the account's rate limits count it), and shows the
+/// task.
+pub async fn try_it(
+    State(app): State<Arc<AppState>>,
+    Path(slug): Path<String>,
+    changes: Changes<TryForm>,
+) -> Response {
+    let Changes { session, form } = changes;
+    let Some(entry) = app.catalog.get(&slug) else {
+        return not_found();
+    };
+    let again = |message: String| {
+        render_with(
+            StatusCode::BAD_REQUEST,
+            &api_page(
+                &session,
+                entry,
+                true,
+                Some(form.input.clone()),
+                Some(message),
+            ),
+        )
+    };
+    let input: Value = match serde_json::from_str(&form.input) {
+        Ok(v) => v,
+        Err(e) => return again(format!("The input is not JSON: {e}.")),
+    };
+    let key = match try_key(&app, &session).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let limits = PlanLimits::of(&app.config.plans, &session.account.plan);
+    if !app.limiter.check(session.account.id, limits).allowed {
+        return render_with(
+            StatusCode::TOO_MANY_REQUESTS,
+            &api_page(
+                &session,
+                entry,
+                true,
+                Some(form.input.clone()),
+                Some("The account's rate limit is reached. Try again in a minute.".to_owned()),
+            ),
+        );
+    }
+    let principal = Principal {
+        key_id: key.id,
+        key_type: KeyType::Test,
+        mode: Mode::Test,
+        scopes: Scopes::all(),
+        allowed_apis: None,
+        account_id: session.account.id,
+        monthly_spend_limit_micros: None,
+        max_running_tasks: limits.max_running_tasks,
+    };
+    let mut body = Map::new();
+    body.insert("api".into(), json!(slug));
+    body.insert("input".into(), input);
+    match crate::v1::call::call_for(&app, &principal, body).await {
+        Ok(task) => {
+            let id = task["id"].as_str().unwrap_or_default();
+            redirect(&format!("/dashboard/tasks/{id}"))
+        }
+        Err(e) => {
+            let mut message = e.message.clone();
+            if let Some(details) = e.details.as_deref().and_then(Value::as_array) {
+                for d in details {
+                    if let (Some(p), Some(m)) = (d["path"].as_str(), d["message"].as_str()) {
+                        message.push_str(&format!(" {p}: {m}."));
+                    }
+                }
+            }
+            again(message)
+        }
+    }
+}
