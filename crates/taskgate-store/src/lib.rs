@@ -28,6 +28,7 @@ mod postgres;
 mod records;
 mod sql;
 mod sqlite;
+mod usage;
 mod users;
 
 use std::sync::Arc;
@@ -40,13 +41,14 @@ use taskgate_core::{
 
 pub use records::*;
 pub use taskgate_core::{Attempts, TaskStatus, Transition};
+pub use usage::{RequestBucket, RequestCount, RequestStore, TaskCount};
 pub use users::{SessionRecord, SessionStore, UserRecord, UserStore};
 
 /// The store's traits, for `use taskgate_store::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        AccountStore, IdempotencyStore, KeyStore, SessionStore, Store, TaskStore, UsageStore,
-        UserStore,
+        AccountStore, IdempotencyStore, KeyStore, RequestStore, SessionStore, Store, TaskStore,
+        UsageStore, UserStore,
     };
 }
 
@@ -282,6 +284,7 @@ pub trait Store:
     + UsageStore
     + UserStore
     + SessionStore
+    + RequestStore
     + Send
     + Sync
     + 'static

@@ -48,4 +48,5 @@ impl PgStore {
 
 impl_store!(PgStore, "postgres", STATEMENTS);
 crate::users::impl_users!(PgStore);
+crate::usage::impl_requests!(PgStore);
 impl_sqlx_hot_writes!(PgStore, STATEMENTS);

@@ -34,6 +34,8 @@ mod lifecycle;
 mod tasks;
 #[path = "conformance/transitions.rs"]
 mod transitions;
+#[path = "conformance/usage.rs"]
+mod usage;
 #[path = "conformance/users.rs"]
 mod users;
 
@@ -101,6 +103,10 @@ conformance! {
         stale_records_taken_over_once,
         purge_removes_old_records,
         records_are_fenced_by_their_owner,
+    ],
+    usage: [
+        request_counts_add_up_in_buckets,
+        task_counts_and_durations,
     ],
     users: [
         one_user_per_email,

@@ -95,6 +95,7 @@ impl SqliteStore {
 
 impl_store!(SqliteStore, "sqlite", STATEMENTS);
 crate::users::impl_users!(SqliteStore);
+crate::usage::impl_requests!(SqliteStore);
 
 /// The hot-path task writes, through the batching writer with the same SQL
 /// text as the other backends.
