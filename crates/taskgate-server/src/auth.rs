@@ -170,6 +170,13 @@ async fn check(
 
     let limits = PlanLimits::of(&app.config.plans, &account.plan);
     let decision = app.limiter.check(account.id, limits);
+    app.requests.count(
+        account.id,
+        key.id,
+        key.key_type.mode(),
+        now_ms(),
+        !decision.allowed,
+    );
     if !decision.allowed {
         let mut err = ApiError::new(
             axum::http::StatusCode::TOO_MANY_REQUESTS,

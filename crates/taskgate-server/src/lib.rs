@@ -21,6 +21,7 @@ pub mod ratelimit;
 pub mod router;
 pub mod serve;
 pub mod streams;
+pub mod usage;
 pub mod users;
 pub mod v1;
 pub mod views;
@@ -54,6 +55,8 @@ pub struct AppState {
     pub keys: KeyCache,
     pub openapi: openapi::Documents,
     pub dashboard: dashboard::DashboardState,
+    /// Requests per key and minute, for the dashboard's Usage.
+    pub requests: usage::RequestCounter,
     pub draining: AtomicBool,
 }
 
@@ -174,6 +177,7 @@ pub async fn start_with_env(
         keys: KeyCache::default(),
         openapi,
         dashboard,
+        requests: usage::RequestCounter::default(),
         draining: AtomicBool::new(false),
     });
     let shutdown = CancellationToken::new();
@@ -215,12 +219,24 @@ fn default_instance_id(addr: SocketAddr) -> RunnerId {
 }
 
 /// `last_used_at` is written in batches, once a second, not on every request.
+/// So are the request counts of the dashboard's Usage; and every ten minutes
+/// the counts past their keeping and the dashboard's stale sessions go.
 async fn flush_key_usage(state: Arc<AppState>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut ticks: u64 = 0;
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tick.tick() => flush_once(&state).await,
+            _ = stop.cancelled() => {
+                flush_once(&state).await;
+                return;
+            }
+            _ = tick.tick() => {
+                flush_once(&state).await;
+                if ticks % 600 == 0 {
+                    purge_once(&state).await;
+                }
+                ticks += 1;
+            }
         }
     }
 }
@@ -231,5 +247,30 @@ async fn flush_once(state: &AppState) {
         && let Err(e) = state.store.touch_keys(&used).await
     {
         tracing::warn!(error = %e, "cannot record key usage");
+    }
+    let counts = state.requests.take();
+    if !counts.is_empty()
+        && let Err(e) = state.store.add_request_counts(&counts).await
+    {
+        tracing::warn!(error = %e, "cannot record request counts; retrying with the next");
+        state.requests.restore(counts);
+    }
+}
+
+/// Request counts are kept 35 days (the Usage page shows 30).
+const REQUEST_COUNTS_KEPT_MS: i64 = 35 * 86_400_000;
+
+async fn purge_once(state: &AppState) {
+    let now = taskgate_core::Timestamp::now();
+    if let Err(e) = state
+        .store
+        .purge_request_counts(now.minus_ms(REQUEST_COUNTS_KEPT_MS))
+        .await
+    {
+        tracing::warn!(error = %e, "cannot purge old request counts");
+    }
+    let idle = state.config.dashboard.session_idle_minutes as i64 * 60_000;
+    if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
+        tracing::warn!(error = %e, "cannot purge ended sessions");
     }
 }

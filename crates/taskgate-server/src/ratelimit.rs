@@ -86,7 +86,15 @@ impl RateLimiter {
     /// Decides on one request of `account` and counts it if accepted.
     pub fn check(&self, account: AccountId, limits: PlanLimits) -> Decision {
         match self {
-            RateLimiter::Memory(m) => m.check(account, limits, now_ms()),
+            RateLimiter::Memory(m) => m.decide(account, limits, now_ms(), true),
+        }
+    }
+
+    /// The windows of `account` as they stand, counting nothing (what the
+    /// next request would be told; the dashboard shows it).
+    pub fn peek(&self, account: AccountId, limits: PlanLimits) -> Decision {
+        match self {
+            RateLimiter::Memory(m) => m.decide(account, limits, now_ms(), false),
         }
     }
 }
@@ -118,6 +126,11 @@ impl MemoryLimiter {
     }
 
     pub fn check(&self, account: AccountId, limits: PlanLimits, now: i64) -> Decision {
+        self.decide(account, limits, now, true)
+    }
+
+    /// A decision on a request at `now`, counted if `count` and accepted.
+    fn decide(&self, account: AccountId, limits: PlanLimits, now: i64, count: bool) -> Decision {
         if limits.per_minute.is_none() && limits.per_day.is_none() {
             return Decision {
                 allowed: true,
@@ -139,7 +152,7 @@ impl MemoryLimiter {
             .is_some_and(|l| w.minute.len() as u64 >= l as u64);
         let day_full = limits.per_day.is_some_and(|l| w.day_count >= l);
         let allowed = !minute_full && !day_full;
-        if allowed {
+        if allowed && count {
             if limits.per_minute.is_some() {
                 w.minute.push_back(now);
             }

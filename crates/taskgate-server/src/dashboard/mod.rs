@@ -13,6 +13,7 @@ pub mod password;
 pub mod session;
 mod sign_in;
 mod tasks;
+mod usage;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/tasks", get(tasks::list))
         .route("/tasks/{id}", get(tasks::details))
         .route("/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/usage", get(usage::page))
         .route("/apis", get(apis::list))
         .route("/apis/{slug}", get(apis::details))
         .route("/apis/{slug}/try", post(apis::try_it))

@@ -9,10 +9,11 @@ use super::session::Session;
 use crate::envelope::Raw;
 
 /// The sections of the navigation, by path and label (each added as it is
-/// built: Usage and Settings come next).
-pub const SECTIONS: [(&str, &str); 3] = [
+/// built: Settings comes next).
+pub const SECTIONS: [(&str, &str); 4] = [
     ("/dashboard/keys", "API keys"),
     ("/dashboard/tasks", "Tasks"),
+    ("/dashboard/usage", "Usage"),
     ("/dashboard/apis", "APIs"),
 ];
 

@@ -577,3 +577,66 @@ async fn catalog_and_try_it(backend: Backend) {
     app.stop().await;
 }
 both!(catalog_and_try_it);
+
+/// Usage shows what the API enforced: the minute's requests against the
+/// plan's limit, the accepted requests and the 429s, tasks by API and
+/// status, spend this month, and each key's share.
+async fn usage_matches_what_the_api_enforced(backend: Backend) {
+    let five = taskgate_server::config::PlanLimits {
+        per_minute: Some(5),
+        per_day: Some(1000),
+        max_running_tasks: None,
+    };
+    let Some(app) = TestApp::builder(backend)
+        .plan("five")
+        .config(|c| {
+            c.plans.insert("five".parse().unwrap(), five);
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "member").await;
+    let live = app.client(&app.live);
+    for text in ["good", "bad", "fine"] {
+        live.call(json!({"api": "sentiment", "input": {"text": text}}))
+            .await
+            .expect(200);
+    }
+    live.get("apis").await.expect(200);
+    live.get("tasks").await.expect(200);
+    for _ in 0..2 {
+        live.get("apis")
+            .await
+            .expect_error(429, "rate_limit_exceeded");
+    }
+    // The counts reach the store within a second or two.
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let started = Instant::now();
+    let page = loop {
+        let page = b.get("/dashboard/usage?range=hour").await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        if page.text.contains("5 requests</strong>") || started.elapsed() > Duration::from_secs(5) {
+            break page;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    for figure in [
+        "5 of 5 requests in the last 60 seconds",
+        "5 requests</strong>",
+        "2 refused (429)</strong>",
+        "3 tasks.",
+        "3 succeeded",
+        "$0.000300 spent in",
+        "<td>5</td><td>2</td><td>3</td><td>$0.000300</td>",
+        "<svg class=\"chart\"",
+        "p50 ",
+    ] {
+        assert!(page.text.contains(figure), "{figure}: {}", page.text);
+    }
+    let test = b.get("/dashboard/usage?mode=test").await;
+    assert!(test.text.contains("0 requests</strong>"), "{}", test.text);
+    app.stop().await;
+}
+both!(usage_matches_what_the_api_enforced);
