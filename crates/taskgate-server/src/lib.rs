@@ -232,7 +232,7 @@ async fn flush_key_usage(state: Arc<AppState>, stop: CancellationToken) {
             }
             _ = tick.tick() => {
                 flush_once(&state).await;
-                if ticks % 600 == 0 {
+                if ticks.is_multiple_of(600) {
                     purge_once(&state).await;
                 }
                 ticks += 1;
