@@ -6,11 +6,13 @@
 //! One file per page family; the session and the CSRF check are extractors
 //! (`session.rs`), so a handler cannot forget them.
 
+mod admin;
 mod apis;
 mod keys;
 pub mod pages;
 pub mod password;
 pub mod session;
+mod settings;
 mod sign_in;
 mod tasks;
 mod usage;
@@ -61,6 +63,13 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/apis", get(apis::list))
         .route("/apis/{slug}", get(apis::details))
         .route("/apis/{slug}/try", post(apis::try_it))
+        .route("/settings", get(settings::page))
+        .route("/settings/spend-limit", post(settings::set_spend_limit))
+        .route("/admin", get(admin::page))
+        .route("/admin/accounts", post(admin::create_account))
+        .route("/admin/accounts/{id}", post(admin::update_account))
+        .route("/admin/users", post(admin::create_user))
+        .route("/admin/users/{id}", post(admin::update_user))
         .route("/assets/{name}", get(pages::asset))
         .fallback(|| async { pages::not_found() })
 }

@@ -8,14 +8,16 @@ use axum::response::{IntoResponse, Response};
 use super::session::Session;
 use crate::envelope::Raw;
 
-/// The sections of the navigation, by path and label (each added as it is
-/// built: Settings comes next).
-pub const SECTIONS: [(&str, &str); 4] = [
+/// The sections of the navigation, by path and label.
+pub const SECTIONS: [(&str, &str); 5] = [
     ("/dashboard/keys", "API keys"),
     ("/dashboard/tasks", "Tasks"),
     ("/dashboard/usage", "Usage"),
     ("/dashboard/apis", "APIs"),
+    ("/dashboard/settings", "Settings"),
 ];
+/// Admins also have this one.
+pub const ADMIN_SECTION: (&str, &str) = ("/dashboard/admin", "Admin");
 
 /// The frame of a signed-in page.
 pub struct Chrome {
@@ -43,8 +45,16 @@ impl Chrome {
         }
     }
 
-    pub fn sections(&self) -> &'static [(&'static str, &'static str)] {
-        &SECTIONS
+    pub fn sections(&self) -> Vec<(&'static str, &'static str)> {
+        let mut all = SECTIONS.to_vec();
+        if self.is_admin {
+            all.push(ADMIN_SECTION);
+        }
+        all
+    }
+
+    pub fn is_current(&self, href: &str) -> bool {
+        href == self.current
     }
 
     /// The current section's path in the other mode.

@@ -640,3 +640,168 @@ async fn usage_matches_what_the_api_enforced(backend: Backend) {
     app.stop().await;
 }
 both!(usage_matches_what_the_api_enforced);
+
+/// Settings show the plan and limits; owners set the spend limit (and the
+/// API then holds to it); members cannot.
+async fn settings_and_the_spend_limit(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "owner@example.com", "owner").await;
+    user(&app, &app.account_id, "member@example.com", "member").await;
+    let mut owner = signed_in(&app, "owner@example.com").await;
+    let page = owner.get("/dashboard/settings").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.text.contains("Plan: "));
+    assert!(
+        page.text
+            .contains("Monthly spend limit (USD; empty for none)")
+    );
+    let csrf = page.csrf();
+    let r = owner
+        .post(
+            "/dashboard/settings/spend-limit",
+            &[("csrf", &csrf), ("spend_limit", "lots")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = owner
+        .post(
+            "/dashboard/settings/spend-limit",
+            &[("csrf", &csrf), ("spend_limit", "0.0001")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        owner
+            .get("/dashboard/settings")
+            .await
+            .text
+            .contains("$0.000100 per month")
+    );
+    let live = app.client(&app.live);
+    live.call(json!({"api": "sentiment", "input": {"text": "one"}}))
+        .await
+        .expect(200);
+    live.call(json!({"api": "sentiment", "input": {"text": "two"}}))
+        .await
+        .expect_error(403, "usage_limit_exceeded");
+
+    let mut member = signed_in(&app, "member@example.com").await;
+    let page = member.get("/dashboard/settings").await;
+    assert!(!page.text.contains("Save spend limit"));
+    let r = member
+        .post(
+            "/dashboard/settings/spend-limit",
+            &[("csrf", &page.csrf()), ("spend_limit", "")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    app.stop().await;
+}
+both!(settings_and_the_spend_limit);
+
+/// Admins create accounts and users (the password shown once works),
+/// change plans, suspend (the API then answers 403) and reactivate, and
+/// disable users; others cannot open the admin pages.
+async fn admins_manage_accounts_and_users(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "root@example.com", "admin").await;
+    user(&app, &app.account_id, "owner@example.com", "owner").await;
+    let mut owner = signed_in(&app, "owner@example.com").await;
+    assert_eq!(
+        owner.get("/dashboard/admin").await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert!(
+        !owner
+            .get("/dashboard/keys")
+            .await
+            .text
+            .contains("/dashboard/admin")
+    );
+
+    let mut admin = signed_in(&app, "root@example.com").await;
+    let page = admin.get("/dashboard/admin").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let csrf = page.csrf();
+    let r = admin
+        .post(
+            "/dashboard/admin/accounts",
+            &[
+                ("csrf", &csrf),
+                ("name", "Globex"),
+                ("plan", "pro"),
+                ("spend_limit", ""),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let accounts = app.store.list_accounts().await.unwrap();
+    let globex = accounts.iter().find(|a| a.name == "Globex").unwrap();
+    let r = admin
+        .post(
+            "/dashboard/admin/users",
+            &[
+                ("csrf", &csrf),
+                ("email", "hank@globex.example"),
+                ("account", &globex.id.to_string()),
+                ("role", "owner"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let password = r.secret();
+    let mut hank = Browser::new(&app);
+    assert_eq!(
+        hank.sign_in("hank@globex.example", &password).await.status,
+        StatusCode::SEE_OTHER
+    );
+    assert!(hank.get("/dashboard/keys").await.text.contains("Globex"));
+
+    let path = format!("/dashboard/admin/accounts/{}", app.account_id);
+    let r = admin
+        .post(&path, &[("csrf", &csrf), ("plan", "enterprise")])
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let r = admin
+        .post(&path, &[("csrf", &csrf), ("status", "suspended")])
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let id = app.account_id.parse().unwrap();
+    let a = app.store.get_account(id).await.unwrap().unwrap();
+    assert_eq!(
+        (a.plan.as_str(), a.status.as_str()),
+        ("enterprise", "suspended")
+    );
+    let started = Instant::now();
+    while app.client(&app.live).get("apis").await.status != 403 {
+        assert!(started.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    admin
+        .post(&path, &[("csrf", &csrf), ("status", "active")])
+        .await;
+
+    let hank_user = app
+        .store
+        .find_user_by_email(&"hank@globex.example".parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let r = admin
+        .post(
+            &format!("/dashboard/admin/users/{}", hank_user.id),
+            &[("csrf", &csrf), ("action", "disable")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        hank.get("/dashboard/keys").await.status,
+        StatusCode::SEE_OTHER
+    );
+    app.stop().await;
+}
+both!(admins_manage_accounts_and_users);

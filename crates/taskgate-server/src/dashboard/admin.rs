@@ -1,0 +1,283 @@
+//! The operator's pages (admins only): every account, with its plan and
+//! standing, created and changed here; every user, created (a password
+//! generated and shown once), disabled, enabled, or given a new password.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use taskgate_core::{AccountId, AccountStatus, Micros, PlanName, Role, UserId, UserStatus};
+use taskgate_store::AccountUpdate;
+
+use super::pages::{Chrome, error_page, not_found, redirect, render, render_with, when, when_opt};
+use super::session::{Changes, Session, store_error};
+use crate::AppState;
+
+fn admins_only() -> Response {
+    error_page(StatusCode::FORBIDDEN, "Only admins can open this page.")
+}
+
+struct AccountRow {
+    id: String,
+    name: String,
+    plan: String,
+    status: &'static str,
+    spend_limit: String,
+    created: String,
+}
+
+struct UserRow {
+    id: String,
+    email: String,
+    account: String,
+    role: &'static str,
+    status: &'static str,
+    last_sign_in: String,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/admin.html")]
+struct AdminPage {
+    chrome: Chrome,
+    accounts: Vec<AccountRow>,
+    users: Vec<UserRow>,
+    plans: Vec<String>,
+    roles: Vec<&'static str>,
+    error: Option<String>,
+    /// A password just generated, shown once: (email, password).
+    created: Option<(String, String)>,
+}
+
+async fn admin_page(
+    app: &AppState,
+    session: &Session,
+    error: Option<String>,
+    created: Option<(String, String)>,
+) -> Result<AdminPage, Response> {
+    let (accounts, users) = tokio::try_join!(app.store.list_accounts(), app.store.list_users(None))
+        .map_err(store_error)?;
+    let name_of = |id: AccountId| {
+        accounts
+            .iter()
+            .find(|a| a.id == id)
+            .map(|a| a.name.clone())
+            .unwrap_or_default()
+    };
+    Ok(AdminPage {
+        chrome: Chrome::new(session, "/dashboard/admin", false),
+        users: users
+            .iter()
+            .map(|u| UserRow {
+                id: u.id.to_string(),
+                email: u.email.as_str().to_owned(),
+                account: name_of(u.account_id),
+                role: u.role.as_str(),
+                status: u.status.as_str(),
+                last_sign_in: when_opt(u.last_sign_in_at),
+            })
+            .collect(),
+        accounts: accounts
+            .iter()
+            .map(|a| AccountRow {
+                id: a.id.to_string(),
+                name: a.name.clone(),
+                plan: a.plan.as_str().to_owned(),
+                status: a.status.as_str(),
+                spend_limit: a
+                    .monthly_spend_limit_micros
+                    .map(|m| format!("${}", Micros(m).to_usd_string()))
+                    .unwrap_or_else(|| "none".to_owned()),
+                created: when(a.created_at),
+            })
+            .collect(),
+        plans: app
+            .config
+            .plans
+            .keys()
+            .map(|p| p.as_str().to_owned())
+            .collect(),
+        roles: Role::ALL.iter().map(|r| r.as_str()).collect(),
+        error,
+        created,
+    })
+}
+
+pub async fn page(State(app): State<Arc<AppState>>, session: Session) -> Response {
+    if session.user.role != Role::Admin {
+        return admins_only();
+    }
+    match admin_page(&app, &session, None, None).await {
+        Ok(p) => render(&p),
+        Err(r) => r,
+    }
+}
+
+async fn again(app: &AppState, session: &Session, message: String) -> Response {
+    match admin_page(app, session, Some(message), None).await {
+        Ok(p) => render_with(StatusCode::BAD_REQUEST, &p),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct NewAccountForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    plan: String,
+    #[serde(default)]
+    spend_limit: String,
+}
+
+pub async fn create_account(
+    State(app): State<Arc<AppState>>,
+    changes: Changes<NewAccountForm>,
+) -> Response {
+    let Changes { session, form } = changes;
+    if session.user.role != Role::Admin {
+        return admins_only();
+    }
+    let limit = form.spend_limit.trim();
+    let created = crate::admin::create_account(
+        &*app.store,
+        &app.config,
+        &form.name,
+        &form.plan,
+        (!limit.is_empty()).then_some(limit),
+    )
+    .await;
+    match created {
+        Ok(_) => redirect("/dashboard/admin"),
+        Err(e) => again(&app, &session, e.to_string().replace("--name", "The name")).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct AccountForm {
+    #[serde(default)]
+    plan: String,
+    #[serde(default)]
+    status: String,
+}
+
+/// Changes an account's plan, or suspends or reactivates it.
+pub async fn update_account(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    changes: Changes<AccountForm>,
+) -> Response {
+    let Changes { session, form } = changes;
+    if session.user.role != Role::Admin {
+        return admins_only();
+    }
+    let Ok(id) = AccountId::parse(&id) else {
+        return not_found();
+    };
+    let plan = match form.plan.as_str() {
+        "" => None,
+        p => match PlanName::parse(p) {
+            Ok(p) if app.config.plans.contains_key(&p) => Some(p),
+            _ => return again(&app, &session, format!("There is no plan {p:?}.")).await,
+        },
+    };
+    let status = match form.status.as_str() {
+        "" => None,
+        s => match s.parse::<AccountStatus>() {
+            Ok(s) => Some(s),
+            Err(e) => return again(&app, &session, e).await,
+        },
+    };
+    let update = AccountUpdate {
+        plan,
+        status,
+        monthly_spend_limit_micros: None,
+    };
+    match app.store.update_account(id, &update).await {
+        Ok(Some(_)) => redirect("/dashboard/admin"),
+        Ok(None) => not_found(),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct NewUserForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    account: String,
+    #[serde(default)]
+    role: String,
+}
+
+/// A new user with a generated password, shown once on the page.
+pub async fn create_user(
+    State(app): State<Arc<AppState>>,
+    changes: Changes<NewUserForm>,
+) -> Response {
+    let Changes { session, form } = changes;
+    if session.user.role != Role::Admin {
+        return admins_only();
+    }
+    match crate::users::create_user(&*app.store, &form.account, &form.email, &form.role, None).await
+    {
+        Ok(user) => {
+            let shown = (
+                user["email"].as_str().unwrap_or_default().to_owned(),
+                user["password"].as_str().unwrap_or_default().to_owned(),
+            );
+            match admin_page(&app, &session, None, Some(shown)).await {
+                Ok(p) => render(&p),
+                Err(r) => r,
+            }
+        }
+        Err(e) => again(&app, &session, e.to_string()).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct UserForm {
+    #[serde(default)]
+    action: String,
+}
+
+/// Disables, enables, or sets a new (generated, shown once) password.
+pub async fn update_user(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    changes: Changes<UserForm>,
+) -> Response {
+    let Changes { session, form } = changes;
+    if session.user.role != Role::Admin {
+        return admins_only();
+    }
+    let Ok(user_id) = UserId::parse(&id) else {
+        return not_found();
+    };
+    if user_id == session.user.id && form.action == "disable" {
+        return again(&app, &session, "You cannot disable yourself.".to_owned()).await;
+    }
+    let id = user_id.to_string();
+    let result = match form.action.as_str() {
+        "disable" => crate::users::set_status(&*app.store, &id, UserStatus::Disabled).await,
+        "enable" => crate::users::set_status(&*app.store, &id, UserStatus::Active).await,
+        "reset-password" => crate::users::reset_password(&*app.store, &id, None).await,
+        _ => return again(&app, &session, "Unknown action.".to_owned()).await,
+    };
+    match result {
+        Ok(user) if form.action == "reset-password" => {
+            let shown = (
+                user["email"].as_str().unwrap_or_default().to_owned(),
+                user["password"].as_str().unwrap_or_default().to_owned(),
+            );
+            match admin_page(&app, &session, None, Some(shown)).await {
+                Ok(p) => render(&p),
+                Err(r) => r,
+            }
+        }
+        Ok(_) => redirect("/dashboard/admin"),
+        Err(e) => again(&app, &session, e.to_string()).await,
+    }
+}
