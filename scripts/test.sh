@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, every test on SQLite and PostgreSQL,
-# and a schemathesis run against the served OpenAPI document.
+# a schemathesis run against the served OpenAPI document, and the dashboard
+# driven in a real browser.
 #
 # PostgreSQL suites use TASKGATE_TEST_POSTGRES_URL (default
 # postgres://postgres@127.0.0.1:5432/test). Without a server there they are
@@ -44,3 +45,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 # The served OpenAPI document against the server, every schemathesis check.
 ./scripts/schemathesis.sh "${TASKGATE_SCHEMATHESIS_SECONDS:-60}"
+# The dashboard in Debian's Chromium, on SQLite and PostgreSQL.
+./scripts/e2e.sh

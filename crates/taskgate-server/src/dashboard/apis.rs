@@ -274,7 +274,16 @@ pub async fn try_it(
         Err(r) => return r,
     };
     let limits = PlanLimits::of(&app.config.plans, &session.account.plan);
-    if !app.limiter.check(session.account.id, limits).allowed {
+    let allowed = app.limiter.check(session.account.id, limits).allowed;
+    // Counted like the API's requests, so that Usage matches the limiter.
+    app.requests.count(
+        session.account.id,
+        key.id,
+        Mode::Test,
+        Timestamp::now().unix_ms(),
+        !allowed,
+    );
+    if !allowed {
         return render_with(
             StatusCode::TOO_MANY_REQUESTS,
             &api_page(
