@@ -1,8 +1,10 @@
 //! Requests counted for the dashboard's Usage: per account, key and minute,
 //! accepted or refused by the rate limits. A request adds one to a map under
-//! a lock; the map goes to the store in batches (`lib.rs`, every second).
+//! the lock of its key's shard (so concurrent requests of different keys
+//! rarely meet); the maps go to the store in batches (`lib.rs`, every second).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use parking_lot::Mutex;
 use taskgate_core::{AccountId, KeyId, Mode};
@@ -10,16 +12,28 @@ use taskgate_store::RequestCount;
 
 type Minute = (AccountId, KeyId, Mode, i64);
 
-#[derive(Default)]
+const SHARDS: usize = 16;
+
 pub struct RequestCounter {
-    counts: Mutex<HashMap<Minute, (i64, i64)>>,
+    shards: Vec<Mutex<HashMap<Minute, (i64, i64)>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for RequestCounter {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: Default::default(),
+        }
+    }
 }
 
 impl RequestCounter {
     /// One request of `key` at `now_ms`: accepted, or refused (`limited`).
     pub fn count(&self, account: AccountId, key: KeyId, mode: Mode, now_ms: i64, limited: bool) {
         let minute = now_ms - now_ms.rem_euclid(60_000);
-        let mut counts = self.counts.lock();
+        let shard = self.hasher.hash_one(key) as usize % SHARDS;
+        let mut counts = self.shards[shard].lock();
         let c = counts.entry((account, key, mode, minute)).or_default();
         if limited {
             c.1 += 1;
@@ -30,8 +44,9 @@ impl RequestCounter {
 
     /// The counts since the last call.
     pub fn take(&self) -> Vec<RequestCount> {
-        std::mem::take(&mut *self.counts.lock())
-            .into_iter()
+        self.shards
+            .iter()
+            .flat_map(|s| std::mem::take(&mut *s.lock()))
             .map(
                 |((account_id, key_id, mode, minute), (requests, limited))| RequestCount {
                     account_id,
@@ -47,8 +62,9 @@ impl RequestCounter {
 
     /// Puts counts back (their write failed), to be written with the next.
     pub fn restore(&self, counts: Vec<RequestCount>) {
-        let mut map = self.counts.lock();
         for c in counts {
+            let shard = self.hasher.hash_one(c.key_id) as usize % SHARDS;
+            let mut map = self.shards[shard].lock();
             let e = map
                 .entry((c.account_id, c.key_id, c.mode, c.minute))
                 .or_default();

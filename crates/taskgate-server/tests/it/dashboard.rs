@@ -805,3 +805,49 @@ async fn admins_manage_accounts_and_users(backend: Backend) {
     app.stop().await;
 }
 both!(admins_manage_accounts_and_users);
+
+/// A session unused past the idle limit, or past its absolute end, is over:
+/// the next page asks to sign in, and the session is gone from the store.
+async fn sessions_end_when_idle_or_old(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let idle_ms = app.config.dashboard.session_idle_minutes as i64 * 60_000;
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let token = b
+        .cookie
+        .clone()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned();
+    let hash = taskgate_server::dashboard::session::token_hash(&token);
+    let now = taskgate_core::Timestamp::now();
+    app.store
+        .touch_session(&hash, now.minus_ms(idle_ms + 1_000))
+        .await
+        .unwrap();
+    assert_eq!(b.get("/dashboard/keys").await.status, StatusCode::SEE_OTHER);
+    assert!(app.store.find_session(&hash).await.unwrap().is_none());
+
+    // Past its absolute end, however recently used.
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let token = b
+        .cookie
+        .clone()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned();
+    let hash = taskgate_server::dashboard::session::token_hash(&token);
+    let (mut session, _) = app.store.find_session(&hash).await.unwrap().unwrap();
+    app.store.delete_session(&hash).await.unwrap();
+    session.expires_at = now.minus_ms(1);
+    app.store.create_session(&session).await.unwrap();
+    assert_eq!(b.get("/dashboard/keys").await.status, StatusCode::SEE_OTHER);
+    app.stop().await;
+}
+both!(sessions_end_when_idle_or_old);
