@@ -223,17 +223,20 @@ pub async fn create_user(
     }
     match crate::users::create_user(&*app.store, &form.account, &form.email, &form.role, None).await
     {
-        Ok(user) => {
-            let shown = (
-                user["email"].as_str().unwrap_or_default().to_owned(),
-                user["password"].as_str().unwrap_or_default().to_owned(),
-            );
-            match admin_page(&app, &session, None, Some(shown)).await {
-                Ok(p) => render(&p),
-                Err(r) => r,
-            }
-        }
+        Ok(user) => with_password(&app, &session, &user).await,
         Err(e) => again(&app, &session, e.to_string()).await,
+    }
+}
+
+/// The page with `user`'s new password shown, this once.
+async fn with_password(app: &AppState, session: &Session, user: &serde_json::Value) -> Response {
+    let shown = (
+        user["email"].as_str().unwrap_or_default().to_owned(),
+        user["password"].as_str().unwrap_or_default().to_owned(),
+    );
+    match admin_page(app, session, None, Some(shown)).await {
+        Ok(p) => render(&p),
+        Err(r) => r,
     }
 }
 
@@ -267,16 +270,7 @@ pub async fn update_user(
         _ => return again(&app, &session, "Unknown action.".to_owned()).await,
     };
     match result {
-        Ok(user) if form.action == "reset-password" => {
-            let shown = (
-                user["email"].as_str().unwrap_or_default().to_owned(),
-                user["password"].as_str().unwrap_or_default().to_owned(),
-            );
-            match admin_page(&app, &session, None, Some(shown)).await {
-                Ok(p) => render(&p),
-                Err(r) => r,
-            }
-        }
+        Ok(user) if form.action == "reset-password" => with_password(&app, &session, &user).await,
         Ok(_) => redirect("/dashboard/admin"),
         Err(e) => again(&app, &session, e.to_string()).await,
     }
