@@ -122,6 +122,23 @@ pub trait KeyStore: Send + Sync {
     /// The key with this hash and its account, whatever their state.
     async fn find_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<(KeyRecord, Account)>>;
     async fn list_keys(&self, account_id: AccountId) -> StoreResult<Vec<KeyRecord>>;
+    /// The account's keys of `mode` after `after` (by id, oldest first), at
+    /// most `limit`: a page of a long list.
+    async fn list_keys_page(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        after: Option<KeyId>,
+        limit: i64,
+    ) -> StoreResult<Vec<KeyRecord>>;
+    /// How many keys of `mode` the account has, and how many of them work at
+    /// `now` (neither revoked nor expired).
+    async fn count_keys(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        now: Timestamp,
+    ) -> StoreResult<(i64, i64)>;
     async fn revoke_key(&self, id: KeyId, at: Timestamp) -> StoreResult<Option<KeyRecord>>;
     /// Creates `new` and makes `old_id` expire at `old_expires_at`, atomically.
     async fn roll_key(

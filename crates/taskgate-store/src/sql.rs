@@ -411,6 +411,43 @@ macro_rules! impl_store {
                     .await?)
             }
 
+            async fn list_keys_page(
+                &self,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                after: Option<taskgate_core::KeyId>,
+                limit: i64,
+            ) -> $crate::StoreResult<Vec<$crate::KeyRecord>> {
+                Ok(sqlx::query_as($crate::sql::select_keys!(
+                    "WHERE account_id = $1 AND mode = $2 AND id > $3 ORDER BY id LIMIT $4"
+                ))
+                .bind(account_id)
+                .bind(mode)
+                .bind(after.map(|k| k.to_string()).unwrap_or_default())
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn count_keys(
+                &self,
+                account_id: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                now: taskgate_core::Timestamp,
+            ) -> $crate::StoreResult<(i64, i64)> {
+                let (all, active): (i64, i64) = sqlx::query_as(
+                    "SELECT CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN \
+                     (revoked_at IS NULL OR revoked_at > $3) AND (expires_at IS NULL OR expires_at > $3) \
+                     THEN 1 ELSE 0 END), 0) AS BIGINT) FROM api_keys WHERE account_id = $1 AND mode = $2",
+                )
+                .bind(account_id)
+                .bind(mode)
+                .bind(now)
+                .fetch_one(self.reader())
+                .await?;
+                Ok((all, active))
+            }
+
             async fn revoke_key(
                 &self,
                 id: taskgate_core::KeyId,

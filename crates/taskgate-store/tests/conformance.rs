@@ -73,6 +73,7 @@ conformance! {
         roll_refuses_revoked_and_unknown,
         roll_is_atomic,
         touch_only_moves_forward,
+        pages_and_counts_of_one_mode,
     ],
     tasks: [
         insert_and_get_scoped,

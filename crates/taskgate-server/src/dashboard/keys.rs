@@ -109,23 +109,16 @@ pub async fn list(
     Query(q): Query<ModeQuery>,
 ) -> Response {
     let mode = mode_of(q.test());
-    let keys = match app.store.list_keys(session.account.id).await {
-        Ok(k) => k,
+    let now = Timestamp::now();
+    let after = q.after.as_deref().and_then(|a| KeyId::parse(a).ok());
+    let store = &app.store;
+    let (mut page, (all, active)) = match tokio::try_join!(
+        store.list_keys_page(session.account.id, mode, after, PAGE as i64 + 1),
+        store.count_keys(session.account.id, mode, now),
+    ) {
+        Ok(v) => v,
         Err(e) => return store_error(e),
     };
-    let now = Timestamp::now();
-    let of_mode: Vec<&KeyRecord> = keys.iter().filter(|k| k.mode == mode).collect();
-    let active = of_mode
-        .iter()
-        .filter(|k| status_of(k, now) == "active")
-        .count();
-    let after = q.after.as_deref().and_then(|a| KeyId::parse(a).ok());
-    let mut page: Vec<&KeyRecord> = of_mode
-        .iter()
-        .copied()
-        .filter(|k| after.is_none_or(|a| k.id > a))
-        .take(PAGE + 1)
-        .collect();
     let next_page = (page.len() > PAGE).then(|| {
         page.truncate(PAGE);
         let last = page.last().map(|k| k.id.to_string()).unwrap_or_default();
@@ -136,10 +129,9 @@ pub async fn list(
         chrome: Chrome::new(&session, "/dashboard/keys", q.test()),
         may_manage: session.user.role.manages_account(),
         summary: format!(
-            "{} {} {}, {active} active.",
-            of_mode.len(),
+            "{all} {} {}, {active} active.",
             mode.as_str(),
-            if of_mode.len() == 1 { "key" } else { "keys" }
+            if all == 1 { "key" } else { "keys" }
         ),
         rows: page.iter().map(|k| Row::new(k, now)).collect(),
         next_page,

@@ -851,3 +851,34 @@ async fn sessions_end_when_idle_or_old(backend: Backend) {
     app.stop().await;
 }
 both!(sessions_end_when_idle_or_old);
+
+/// Thousands of keys come fifty to a page, with a link to the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_paged() {
+    let Some(app) = TestApp::start(Backend::Sqlite).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "member").await;
+    for _ in 0..60 {
+        app.create_key(&app.account_id, taskgate_core::KeyType::Live)
+            .await;
+    }
+    let mut b = signed_in(&app, "ada@example.com").await;
+    let first = b.get("/dashboard/keys").await;
+    assert!(
+        first.text.contains("61 live keys, 61 active."),
+        "{}",
+        first.text
+    );
+    assert_eq!(first.text.matches("<th scope=\"row\">").count(), 50);
+    let at = first
+        .text
+        .find("href=\"/dashboard/keys?after=")
+        .expect("a next page");
+    let href = &first.text[at + 6..];
+    let href = &href[..href.find('"').unwrap()];
+    let second = b.get(href).await;
+    assert_eq!(second.text.matches("<th scope=\"row\">").count(), 11);
+    assert!(!second.text.contains("Next page"));
+    app.stop().await;
+}

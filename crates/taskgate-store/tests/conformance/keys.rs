@@ -265,3 +265,52 @@ pub async fn touch_only_moves_forward(store: Arc<dyn Store>) {
 
     assert_eq!(store.get_key(untouched.id).await.unwrap(), Some(untouched));
 }
+
+/// Long lists of keys come in pages of one mode, by id; counts say how many
+/// work now.
+pub async fn pages_and_counts_of_one_mode(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let mut live = Vec::new();
+    for i in 0..7 {
+        let mut k = key(acme.id);
+        if i == 1 {
+            k.revoked_at = Some(at(T0 + HOUR));
+        }
+        if i == 2 {
+            k.expires_at = Some(at(T0 + DAY));
+        }
+        live.push(new_key(&*store, k).await);
+    }
+    let mut test = key(acme.id);
+    test.key_type = KeyType::Test;
+    test.mode = Mode::Test;
+    let test = new_key(&*store, test).await;
+
+    let first = store
+        .list_keys_page(acme.id, Mode::Live, None, 3)
+        .await
+        .unwrap();
+    assert_eq!(first, live[..3].to_vec());
+    let rest = store
+        .list_keys_page(acme.id, Mode::Live, Some(first[2].id), 10)
+        .await
+        .unwrap();
+    assert_eq!(rest, live[3..].to_vec());
+    assert_eq!(
+        store
+            .list_keys_page(acme.id, Mode::Test, None, 10)
+            .await
+            .unwrap(),
+        vec![test]
+    );
+    // Two days on, the revoked and the expired one no longer work.
+    let counts = store
+        .count_keys(acme.id, Mode::Live, at(T0 + 2 * DAY))
+        .await
+        .unwrap();
+    assert_eq!(counts, (7, 5));
+    assert_eq!(
+        store.count_keys(acme.id, Mode::Live, at(T0)).await.unwrap(),
+        (7, 7)
+    );
+}
