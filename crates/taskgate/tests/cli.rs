@@ -807,7 +807,22 @@ async fn serve_first_start_kill_and_restart() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    while !first.stdout().contains("password:") {
+        assert!(
+            Instant::now() < deadline,
+            "no admin printed at first start:\n{}",
+            first.stdout()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let banner = first.stdout();
+    // The dashboard's address and its first admin, labelled.
+    assert!(
+        banner.contains(&format!("Dashboard: http://127.0.0.1:{port}/dashboard")),
+        "{banner}"
+    );
+    assert_eq!(after(&banner, "email:"), "admin@taskgate.local", "{banner}");
+    assert!(after(&banner, "password:").len() >= 12, "{banner}");
     let live = after(&banner, "live key:");
     let test = after(&banner, "test key:");
     assert_eq!(
@@ -953,9 +968,149 @@ async fn serve_first_start_kill_and_restart() {
     assert_eq!(live_api.get("tasks").await.0, 200);
     let printed = second.kill();
     assert!(
-        !printed.contains("tg_") && !printed.contains("key:"),
-        "a restart printed keys:\n{printed}"
+        !printed.contains("tg_") && !printed.contains("key:") && !printed.contains("password:"),
+        "a restart printed keys or a password:\n{printed}"
     );
+}
+
+/// `taskgate users …`: create (a password read from stdin, or generated and
+/// printed once), list, disable, enable, reset a password; clear refusals.
+#[test]
+fn users_commands() {
+    let dir = TempDir::new("users");
+    let account = json_of(&dir, &["--json", "accounts", "create", "--name", "acme"]);
+    let account = account["id"].as_str().unwrap().to_owned();
+
+    let mut child = taskgate(&dir)
+        .args([
+            "--json",
+            "users",
+            "create",
+            "--account",
+            &account,
+            "--email",
+            "Ada@Example.com",
+            "--role",
+            "owner",
+            "--password-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"violet kettle drums at noon\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ada: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ada["email"], json!("ada@example.com"));
+    assert_eq!(ada["role"], json!("owner"));
+    assert!(
+        ada.get("password").is_none(),
+        "a chosen password is not printed"
+    );
+
+    let bob = json_of(
+        &dir,
+        &[
+            "--json",
+            "users",
+            "create",
+            "--account",
+            &account,
+            "--email",
+            "bob@example.com",
+            "--role",
+            "member",
+        ],
+    );
+    let generated = bob["password"].as_str().unwrap();
+    assert!(generated.len() >= 12);
+    let stored = json_of(&dir, &["--json", "users", "list", "--account", &account]);
+    assert_eq!(stored.as_array().unwrap().len(), 2);
+    assert!(
+        !stored.to_string().contains(generated),
+        "passwords are not listed"
+    );
+
+    let off = json_of(&dir, &["--json", "users", "disable", "bob@example.com"]);
+    assert_eq!(off["status"], json!("disabled"));
+    let on = json_of(
+        &dir,
+        &["--json", "users", "enable", bob["id"].as_str().unwrap()],
+    );
+    assert_eq!(on["status"], json!("active"));
+    let reset = json_of(
+        &dir,
+        &["--json", "users", "reset-password", "bob@example.com"],
+    );
+    assert_ne!(reset["password"].as_str().unwrap(), generated);
+
+    fails(
+        &dir,
+        &[
+            "users",
+            "create",
+            "--account",
+            &account,
+            "--email",
+            "ada@example.com",
+            "--role",
+            "member",
+        ],
+        "exists",
+    );
+    fails(
+        &dir,
+        &[
+            "users",
+            "create",
+            "--account",
+            &account,
+            "--email",
+            "x@example.com",
+            "--role",
+            "boss",
+        ],
+        "unknown role",
+    );
+    fails(&dir, &["users", "disable", "nobody@example.com"], "no user");
+    let mut child = taskgate(&dir)
+        .args([
+            "users",
+            "create",
+            "--account",
+            &account,
+            "--email",
+            "c@example.com",
+            "--role",
+            "member",
+            "--password-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"password1234\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too common"));
 }
 
 /// A fake OpenAI server: embeddings, and chat streamed as OpenAI streams it.

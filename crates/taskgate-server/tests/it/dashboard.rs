@@ -882,3 +882,36 @@ async fn keys_are_paged() {
     assert!(!second.text.contains("Next page"));
     app.stop().await;
 }
+
+/// Failed sign-ins from one address are limited across emails too; cookies
+/// are `Secure` when configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_limits_per_address_and_secure_cookies() {
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| {
+            c.dashboard.sign_in_failures_per_minute = 3;
+            c.dashboard.secure_cookies = true;
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = Browser::new(&app);
+    let r = b.sign_in("ada@example.com", PASSWORD).await;
+    assert!(r.set_cookie.unwrap().contains("; Secure"));
+    for i in 0..3 {
+        let r = b
+            .sign_in(&format!("nobody{i}@example.com"), "wrong wrong wrong")
+            .await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
+    let r = b.sign_in("ada@example.com", PASSWORD).await;
+    assert_eq!(
+        r.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the address is limited"
+    );
+    app.stop().await;
+}
