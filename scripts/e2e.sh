@@ -35,7 +35,7 @@ command -v node >/dev/null 2>&1 || skip "Node.js is not installed"
 bin="${TASKGATE_BIN:-}"
 if [ -z "$bin" ]; then
     cargo build --locked -p taskgate
-    bin="$root/${CARGO_TARGET_DIR:-target}/debug/taskgate"
+    bin="${CARGO_TARGET_DIR:-target}/debug/taskgate"
 fi
 case "$bin" in /*) ;; *) bin="$root/$bin" ;; esac
 
