@@ -265,6 +265,10 @@ pub async fn try_it(
             ),
         )
     };
+    if session.account.status != taskgate_core::AccountStatus::Active {
+        // As the API answers a suspended account's keys (403 account_suspended).
+        return again("This account is suspended: it cannot run tasks.".to_owned());
+    }
     let input: Value = match serde_json::from_str(&form.input) {
         Ok(v) => v,
         Err(e) => return again(format!("The input is not JSON: {e}.")),

@@ -574,6 +574,24 @@ async fn catalog_and_try_it(backend: Backend) {
         b.get("/dashboard/apis/nope").await.status,
         StatusCode::NOT_FOUND
     );
+
+    // A suspended account's users may look, not run.
+    let update = taskgate_store::AccountUpdate {
+        status: Some(taskgate_core::AccountStatus::Suspended),
+        ..Default::default()
+    };
+    app.store
+        .update_account(app.account_id.parse().unwrap(), &update)
+        .await
+        .unwrap();
+    let r = b
+        .post(
+            "/dashboard/apis/sentiment/try",
+            &[("csrf", &csrf), ("input", "{\"text\": \"hi\"}")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text.contains("suspended"));
     app.stop().await;
 }
 both!(catalog_and_try_it);
