@@ -973,6 +973,25 @@ async fn serve_first_start_kill_and_restart() {
     );
 }
 
+/// Runs a command with `input` on its standard input.
+fn with_stdin(dir: &TempDir, args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = taskgate(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// `taskgate users …`: create (a password read from stdin, or generated and
 /// printed once), list, disable, enable, reset a password; clear refusals.
 #[test]
@@ -981,8 +1000,9 @@ fn users_commands() {
     let account = json_of(&dir, &["--json", "accounts", "create", "--name", "acme"]);
     let account = account["id"].as_str().unwrap().to_owned();
 
-    let mut child = taskgate(&dir)
-        .args([
+    let out = with_stdin(
+        &dir,
+        &[
             "--json",
             "users",
             "create",
@@ -993,20 +1013,9 @@ fn users_commands() {
             "--role",
             "owner",
             "--password-stdin",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"violet kettle drums at noon\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        "violet kettle drums at noon\n",
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -1085,8 +1094,9 @@ fn users_commands() {
         "unknown role",
     );
     fails(&dir, &["users", "disable", "nobody@example.com"], "no user");
-    let mut child = taskgate(&dir)
-        .args([
+    let out = with_stdin(
+        &dir,
+        &[
             "users",
             "create",
             "--account",
@@ -1096,19 +1106,9 @@ fn users_commands() {
             "--role",
             "member",
             "--password-stdin",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"password1234\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        "password1234\n",
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("too common"));
 }
