@@ -72,4 +72,5 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/admin/users/{id}", post(admin::update_user))
         .route("/assets/{name}", get(pages::asset))
         .fallback(|| async { pages::not_found() })
+        .layer(axum::middleware::map_response(pages::html_errors))
 }

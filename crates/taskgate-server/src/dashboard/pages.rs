@@ -146,6 +146,22 @@ pub fn error_page(status: StatusCode, message: &str) -> Response {
     html(status, body)
 }
 
+/// The framework's own refusals under `/dashboard` (a query string that does
+/// not decode, a wrong method, a body too large) as pages, like ours.
+pub async fn html_errors(response: Response) -> Response {
+    if response.extensions().get::<Raw>().is_some() {
+        return response;
+    }
+    let status = response.status();
+    let message = match status {
+        StatusCode::METHOD_NOT_ALLOWED => "This page does not take that kind of request.",
+        StatusCode::PAYLOAD_TOO_LARGE => "What was sent is too large.",
+        s if s.is_client_error() => "The request was not understood. Go back and try again.",
+        _ => "Something went wrong on our side.",
+    };
+    error_page(status, message)
+}
+
 pub fn not_found() -> Response {
     error_page(StatusCode::NOT_FOUND, "There is nothing here.")
 }

@@ -933,3 +933,31 @@ async fn sign_in_limits_per_address_and_secure_cookies() {
     );
     app.stop().await;
 }
+
+/// Even the framework's refusals are pages under /dashboard, not API JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_pages() {
+    let Some(app) = TestApp::start(Backend::Sqlite).await else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let mut b = signed_in(&app, "ada@example.com").await;
+    for (page, status) in [
+        (
+            b.get("/dashboard/tasks?from=%zz").await,
+            StatusCode::BAD_REQUEST,
+        ),
+        (b.get("/dashboard/nowhere").await, StatusCode::NOT_FOUND),
+        (
+            {
+                let req = b.http.delete(format!("{}/dashboard/keys", b.base));
+                b.send(req).await
+            },
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+    ] {
+        assert_eq!(page.status, status, "{}", page.text);
+        assert!(page.text.starts_with("<!doctype html>"), "{}", page.text);
+    }
+    app.stop().await;
+}
