@@ -21,7 +21,7 @@ use taskgate_core::key::hash_key;
 use taskgate_core::{
     AccountId, AccountStatus, ApiKeySecret, ApiList, KeyId, KeyType, Mode, Scope, Scopes, Timestamp,
 };
-use taskgate_store::{Account, KeyRecord};
+use taskgate_store::{Account, KeyRecord, KeyState};
 
 use crate::AppState;
 use crate::config::PlanLimits;
@@ -290,14 +290,18 @@ async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Acc
     let found = found.ok_or_else(invalid)?;
     let (key, account) = (&found.0, &found.1);
     let now = Timestamp::now();
-    if key.revoked_at.is_some_and(|t| t <= now) || key.key_type != secret.key_type() {
+    if key.key_type != secret.key_type() {
         return Err(invalid());
     }
-    if key.expires_at.is_some_and(|t| t <= now) {
-        return Err(ApiError::unauthorized(
-            "api_key_expired",
-            "This API key has expired. Create or roll a key.",
-        ));
+    match key.state_at(now) {
+        KeyState::Active => {}
+        KeyState::Revoked => return Err(invalid()),
+        KeyState::Expired => {
+            return Err(ApiError::unauthorized(
+                "api_key_expired",
+                "This API key has expired. Create or roll a key.",
+            ));
+        }
     }
     Ok((key.clone(), account.clone()))
 }

@@ -64,10 +64,7 @@ impl<'a> TaskView<'a> {
             created_at: t.created_at,
             started_at: t.started_at,
             completed_at: t.completed_at,
-            duration_ms: match (t.started_at, t.completed_at) {
-                (Some(s), Some(c)) => Some(c.ms_since(s).max(0)),
-                _ => None,
-            },
+            duration_ms: t.duration_ms(),
         }
     }
 }

@@ -47,6 +47,37 @@ pub struct KeyRecord {
     pub revoked_at: Option<Timestamp>,
 }
 
+/// Whether a key works at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    Active,
+    Revoked,
+    Expired,
+}
+
+impl KeyState {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Active => "active",
+            KeyState::Revoked => "revoked",
+            KeyState::Expired => "expired",
+        }
+    }
+}
+
+impl KeyRecord {
+    /// Revoked (also a rolled key past its grace) comes before expired.
+    pub fn state_at(&self, now: Timestamp) -> KeyState {
+        if self.revoked_at.is_some_and(|t| t <= now) {
+            KeyState::Revoked
+        } else if self.expires_at.is_some_and(|t| t <= now) {
+            KeyState::Expired
+        } else {
+            KeyState::Active
+        }
+    }
+}
+
 /// A task. `input`, `output` and `metadata` are the client's JSON documents,
 /// kept as text (they pass through unread). In lists, `input` is empty and
 /// `output` is `None`.
@@ -82,6 +113,14 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// Milliseconds from start to end, once it has both.
+    pub fn duration_ms(&self) -> Option<i64> {
+        match (self.started_at, self.completed_at) {
+            (Some(s), Some(c)) => Some(c.ms_since(s).max(0)),
+            _ => None,
+        }
+    }
+
     /// A new queued task, as a call stores it: its history one `queued` event
     /// at `created_at`, nothing run, reserved or charged yet. The caller sets
     /// the request's own fields (`input`, `metadata`, `timeout_ms`, …) with

@@ -11,9 +11,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use taskgate_core::{KeyId, KeyType, Mode, Scopes, Timestamp};
-use taskgate_store::KeyRecord;
+use taskgate_store::{KeyRecord, KeyState};
 
-use super::pages::{Chrome, error_page, not_found, redirect, render, render_with};
+use super::pages::{Chrome, error_page, not_found, pretty_json, redirect, render, render_with};
 use super::session::{Changes, Session, store_error};
 use crate::AppState;
 use crate::admin::{self, NewKey};
@@ -140,10 +140,6 @@ struct ApiPage {
     error: Option<String>,
 }
 
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
-}
-
 fn api_page(
     session: &Session,
     entry: &ApiEntry,
@@ -155,19 +151,19 @@ fn api_page(
     let example = s
         .examples
         .first()
-        .map(|e| pretty(&e.input))
+        .map(|e| pretty_json(&e.input))
         .unwrap_or_else(|| "{}".to_owned());
     ApiPage {
         chrome: Chrome::new(session, "/dashboard/apis", test),
         api: Row::new(entry),
         timeout_ms: s.timeout_ms,
         max_input_bytes: s.max_input_bytes,
-        input_schema: pretty(&s.input_schema),
-        output_schema: pretty(&s.output_schema),
+        input_schema: pretty_json(&s.input_schema),
+        output_schema: pretty_json(&s.output_schema),
         examples: s
             .examples
             .iter()
-            .map(|e| (pretty(&e.input), pretty(&e.output)))
+            .map(|e| (pretty_json(&e.input), pretty_json(&e.output)))
             .collect(),
         try_input: input.unwrap_or(example),
         error,
@@ -208,11 +204,8 @@ async fn try_key(app: &AppState, session: &Session) -> Result<KeyRecord, Respons
         .await
         .map_err(store_error)?;
     let now = Timestamp::now();
-    let usable = |k: &&KeyRecord| {
-        k.key_type == KeyType::Test
-            && k.revoked_at.is_none_or(|t| t > now)
-            && k.expires_at.is_none_or(|t| t > now)
-    };
+    let usable =
+        |k: &&KeyRecord| k.key_type == KeyType::Test && k.state_at(now) == KeyState::Active;
     if let Some(k) = keys.iter().find(usable) {
         return Ok(k.clone());
     }

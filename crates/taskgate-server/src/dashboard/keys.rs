@@ -45,16 +45,6 @@ struct Row {
     status: &'static str,
 }
 
-fn status_of(k: &KeyRecord, now: Timestamp) -> &'static str {
-    if k.revoked_at.is_some_and(|t| t <= now) {
-        "revoked"
-    } else if k.expires_at.is_some_and(|t| t <= now) {
-        "expired"
-    } else {
-        "active"
-    }
-}
-
 impl Row {
     fn new(k: &KeyRecord, now: Timestamp) -> Self {
         Row {
@@ -84,7 +74,7 @@ impl Row {
             created: when(k.created_at),
             last_used: when_opt(k.last_used_at),
             expires: k.expires_at.map(when).unwrap_or_else(|| "never".to_owned()),
-            status: status_of(k, now),
+            status: k.state_at(now).as_str(),
         }
     }
 }

@@ -178,6 +178,11 @@ pub fn url_encode(s: &str) -> String {
         .collect()
 }
 
+/// A JSON value, indented for reading.
+pub fn pretty_json(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
 /// A time as the dashboard shows it: `2026-11-24 13:45 UTC`.
 pub fn when(t: taskgate_core::Timestamp) -> String {
     let s = t.rfc3339();

@@ -18,7 +18,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use taskgate_core::{Timestamp, UserStatus};
 use taskgate_store::{Account, SessionRecord, UserRecord};
@@ -51,8 +50,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The store keeps this of a session token (SHA-256, hex), as of an API key.
 pub fn token_hash(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
+    taskgate_core::key::hash_key(token)
 }
 
 /// The session token of the request's cookie, if it has one.

@@ -13,7 +13,9 @@ use serde_json::Value;
 use taskgate_core::{Micros, Mode, TaskId, TaskStatus, Timestamp};
 use taskgate_store::TaskRecord;
 
-use super::pages::{Chrome, error_page, not_found, redirect, render, url_encode, when, when_opt};
+use super::pages::{
+    Chrome, error_page, not_found, pretty_json, redirect, render, url_encode, when, when_opt,
+};
 use super::session::{Changes, Session, store_error};
 use crate::AppState;
 use crate::v1::QueryPairs;
@@ -117,10 +119,9 @@ impl Row {
 }
 
 fn duration_of(t: &TaskRecord) -> String {
-    match (t.started_at, t.completed_at) {
-        (Some(s), Some(c)) => format!("{} ms", c.unix_ms() - s.unix_ms()),
-        _ => "–".to_owned(),
-    }
+    t.duration_ms()
+        .map(|d| format!("{d} ms"))
+        .unwrap_or_else(|| "–".to_owned())
 }
 
 #[derive(Template)]
@@ -223,11 +224,11 @@ struct TaskPage {
     attempts: Vec<AttemptRow>,
 }
 
+/// Stored JSON text, indented (as stored if it does not parse).
 fn pretty(json: &str) -> String {
     serde_json::from_str::<Value>(json)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| json.to_owned())
+        .map(|v| pretty_json(&v))
+        .unwrap_or_else(|_| json.to_owned())
 }
 
 /// The task `id` of the session's account (either mode); others are 404.

@@ -7,7 +7,6 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use taskgate_core::task::error_code;
 use taskgate_core::{
     IdempotencyKey, Mode, RequestId, SandboxControls, SandboxOutcome, TaskId, Timestamp,
@@ -250,8 +249,7 @@ fn request_hash(raw: &[u8]) -> String {
     let canonical = serde_json::from_slice::<Value>(raw)
         .map(|v| v.to_string())
         .unwrap_or_default();
-    let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    taskgate_core::key::hash_key(&canonical)
 }
 
 /// Checks a POST /call body in the contract's order: permissions on the API
