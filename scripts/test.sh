@@ -40,6 +40,20 @@ else
     echo "      Set TASKGATE_TEST_POSTGRES_URL to run them."
 fi
 
+# The Redis suites (rate limits across instances; Redis lost and back).
+redis_url="${TASKGATE_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
+redis_hostport="${redis_url#redis://}"
+redis_hostport="${redis_hostport%%/*}"
+if (exec 3<>"/dev/tcp/${redis_hostport%%:*}/${redis_hostport##*:}") 2>/dev/null; then
+    echo "Redis at $redis_url: the Redis suites will run"
+elif [ "${CI:-}" = "true" ]; then
+    echo "error: CI=true but Redis is not reachable at $redis_url" >&2
+    exit 1
+else
+    echo "NOTE: Redis is not reachable at $redis_url: the Redis suites are SKIPPED."
+    echo "      Set TASKGATE_TEST_REDIS_URL, or start redis-server, to run them."
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
@@ -47,3 +61,8 @@ cargo test --workspace --locked
 ./scripts/schemathesis.sh "${TASKGATE_SCHEMATHESIS_SECONDS:-60}"
 # The dashboard in Debian's Chromium, on SQLite and PostgreSQL.
 ./scripts/e2e.sh
+# The client libraries (TypeScript, Python, Go): versions, generated code,
+# their tests, and the official openai packages against /openai/v1.
+./scripts/clients.sh
+# docs/deploy.md for real: three instances behind nginx (deploy/nginx.conf).
+./scripts/deploy-smoke.sh

@@ -1,11 +1,13 @@
-//! A fast fake of OpenAI's chat completions endpoint, for measuring the
-//! gateway's own overhead (`bench/overhead.sh`). `POST /v1/chat/completions`
+//! A fast fake of OpenAI's chat completions and embeddings endpoints, for
+//! measuring the gateway's own overhead (`bench/overhead.sh`) and as the
+//! upstream of the client libraries' tests (`scripts/with-server.sh`). `POST /v1/chat/completions`
 //! answers at once with a fixed reply in OpenAI's wire format: a
 //! `chat.completion` with `usage`, or, when the request has `"stream": true`,
 //! the same reply as `chat.completion.chunk` server-sent events, then a usage
 //! chunk (when `stream_options.include_usage` is set, as OpenAI does) and
 //! `data: [DONE]`. The answers are built once, so a call costs little more
-//! than its HTTP exchange.
+//! than its HTTP exchange. `POST /v1/embeddings` answers one small vector per
+//! input text, derived from the text (`dimensions` long, default 3).
 //!
 //! The address is the first argument or `FAKE_OPENAI_ADDR`: `HOST:PORT`, or
 //! a bare port on 127.0.0.1; port 0 (the default) picks a free one. The
@@ -175,6 +177,62 @@ async fn chat(State(answers): State<Arc<Answers>>, body: Bytes) -> Response {
         .into_response()
 }
 
+#[derive(Deserialize)]
+struct EmbeddingRequest {
+    input: EmbeddingInput,
+    #[serde(default)]
+    dimensions: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum EmbeddingInput {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// One vector per text: the same text always gets the same vector.
+async fn embeddings(body: Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<EmbeddingRequest>(&body) else {
+        let error = json!({"error": {
+            "message": "'input' must be a string or an array of strings.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": null
+        }});
+        return (axum::http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+    };
+    let texts = match request.input {
+        EmbeddingInput::One(t) => vec![t],
+        EmbeddingInput::Many(ts) => ts,
+    };
+    let dimensions = request.dimensions.unwrap_or(3).clamp(1, 4096);
+    let tokens: usize = texts
+        .iter()
+        .map(|t| t.split_whitespace().count().max(1))
+        .sum();
+    let data: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let seed = text
+                .bytes()
+                .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+            let vector: Vec<f32> = (0..dimensions)
+                .map(|d| ((seed.rotate_left(d as u32 * 5) % 2001) as f32 - 1000.0) / 1000.0)
+                .collect();
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    axum::Json(json!({
+        "object": "list",
+        "data": data,
+        "model": "text-embedding-3-small",
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens}
+    }))
+    .into_response()
+}
+
 #[tokio::main]
 async fn main() {
     let arg = std::env::args()
@@ -188,6 +246,7 @@ async fn main() {
     };
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/embeddings", post(embeddings))
         .with_state(Arc::new(answers()));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

@@ -169,7 +169,11 @@ async fn check(
     }
 
     let limits = PlanLimits::of(&app.config.plans, &account.plan);
-    let decision = app.limiter.check(account.id, limits);
+    let decision = app
+        .limiter
+        .check(account.id, limits)
+        .await
+        .map_err(|_| ApiError::rate_limiter_unavailable())?;
     app.requests.count(
         account.id,
         key.id,
@@ -225,7 +229,7 @@ pub async fn identified(
     ip: IpAddr,
     headers: &HeaderMap,
 ) -> Result<(KeyRecord, Account), ApiError> {
-    if let Some(retry) = app.auth_failures.blocked(&ip) {
+    if let Some(retry) = app.auth_failures.blocked(&ip).await {
         return Err(ApiError::new(
             axum::http::StatusCode::TOO_MANY_REQUESTS,
             "rate_limit_exceeded",
@@ -243,7 +247,7 @@ pub async fn identified(
         .as_ref()
         .is_err_and(|e| e.status == axum::http::StatusCode::UNAUTHORIZED)
     {
-        app.auth_failures.record(ip);
+        app.auth_failures.record(ip).await;
     }
     result
 }

@@ -13,13 +13,24 @@ pub struct Config {
     pub listen: String,
     /// `sqlite://PATH` (default `sqlite://data/taskgate.db`) or `postgres://…`.
     pub database_url: String,
-    /// Reserved for the Redis rate-limit backend (scale-out).
+    /// `redis://…`: where the rate limits of several instances are kept,
+    /// so they hold across them. Absent: in this process's memory.
     pub redis_url: Option<String>,
+    /// When Redis cannot be reached: `closed` (503 `rate_limiter_unavailable`)
+    /// or `open` (serve without limits, and log it).
+    pub redis_failure: RedisFailure,
     /// Identifies this instance's running tasks in a shared store. Two live
     /// instances must not share one.
     pub instance_id: Option<RunnerId>,
     /// How long a sync POST /call waits before answering 202.
     pub sync_wait_ms: u64,
+    /// On SIGTERM: how long requests in flight and running tasks get to
+    /// finish; what is still running then ends `interrupted`.
+    pub shutdown_grace_ms: u64,
+    /// How long a running task's claim holds without renewal (renewed every
+    /// third of it): a task whose instance died ends `interrupted` this long
+    /// after that instance's last renewal.
+    pub task_lease_ms: u64,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// Tasks executed at once by this instance.
@@ -32,6 +43,8 @@ pub struct Config {
     pub trusted_proxies: Vec<String>,
     /// Connection limits and timeouts against slow or idle clients.
     pub http: HttpConfig,
+    /// `[database]`: PostgreSQL's pool size and timeouts.
+    pub database: DatabaseConfig,
     /// `[dashboard]`: sessions and sign-in of the web dashboard.
     pub dashboard: DashboardConfig,
     /// Plans by name.
@@ -53,17 +66,21 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 18] = [
+    pub const KEYS: [&'static str; 22] = [
         "listen",
         "database_url",
         "redis_url",
+        "redis_failure",
         "instance_id",
         "sync_wait_ms",
+        "shutdown_grace_ms",
+        "task_lease_ms",
         "max_body_bytes",
         "workers",
         "auth_failures_per_minute",
         "trusted_proxies",
         "http",
+        "database",
         "dashboard",
         "plans",
         "default_plan",
@@ -144,6 +161,50 @@ impl Default for HttpConfig {
             max_connections: 10_000,
         }
     }
+}
+
+/// `[database]`: the PostgreSQL connection pool (SQLite keeps its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Connections per instance at most.
+    pub max_connections: u32,
+    /// Longest wait for a connection; past it the request is answered 503
+    /// `storage_unavailable`, so a database that is down is never a hang.
+    pub acquire_timeout_ms: u64,
+    /// Longest run of one statement before PostgreSQL cancels it.
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        let d = taskgate_store::PoolOptions::default();
+        Self {
+            max_connections: d.max_connections,
+            acquire_timeout_ms: d.acquire_timeout.as_millis() as u64,
+            statement_timeout_ms: d.statement_timeout.as_millis() as u64,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    pub fn pool(&self) -> taskgate_store::PoolOptions {
+        taskgate_store::PoolOptions {
+            max_connections: self.max_connections,
+            acquire_timeout: std::time::Duration::from_millis(self.acquire_timeout_ms),
+            statement_timeout: std::time::Duration::from_millis(self.statement_timeout_ms),
+        }
+    }
+}
+
+/// What the rate limiter does when Redis cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisFailure {
+    /// Refuse requests with 503 `rate_limiter_unavailable`.
+    Closed,
+    /// Serve requests without limits, logging an error.
+    Open,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,13 +317,17 @@ impl Default for Config {
             listen: "127.0.0.1:8080".to_owned(),
             database_url: "sqlite://data/taskgate.db".to_owned(),
             redis_url: None,
+            redis_failure: RedisFailure::Closed,
             instance_id: None,
             sync_wait_ms: 30_000,
+            shutdown_grace_ms: 30_000,
+            task_lease_ms: 30_000,
             max_body_bytes: 10 * 1024 * 1024,
             workers: 256,
             auth_failures_per_minute: 30,
             trusted_proxies: Vec::new(),
             http: HttpConfig::default(),
+            database: DatabaseConfig::default(),
             dashboard: DashboardConfig::default(),
             plans,
             default_plan: plan("free"),
@@ -296,6 +361,26 @@ impl Config {
     /// `auth_failures_per_minute`: no limit; `max_retries`: no retry).
     fn check_numbers(&self) -> Result<(), String> {
         in_range("sync_wait_ms", self.sync_wait_ms, 0, HOUR_MS)?;
+        in_range("shutdown_grace_ms", self.shutdown_grace_ms, 0, HOUR_MS)?;
+        in_range("task_lease_ms", self.task_lease_ms, 3_000, HOUR_MS)?;
+        in_range(
+            "database.max_connections",
+            self.database.max_connections.into(),
+            1,
+            10_000,
+        )?;
+        in_range(
+            "database.acquire_timeout_ms",
+            self.database.acquire_timeout_ms,
+            100,
+            HOUR_MS,
+        )?;
+        in_range(
+            "database.statement_timeout_ms",
+            self.database.statement_timeout_ms,
+            100,
+            DAY_MS,
+        )?;
         in_range("max_body_bytes", self.max_body_bytes as u64, 1024, 1 << 30)?;
         in_range("workers", self.workers as u64, 1, 100_000)?;
         in_range(
@@ -433,6 +518,9 @@ impl Config {
         }
         self.check_numbers()?;
         crate::client_addr::TrustedProxies::parse(&self.trusted_proxies)?;
+        if let Some(url) = &self.redis_url {
+            crate::redis::Redis::new(url).map_err(|e| format!("config: {e}"))?;
+        }
         for (slug, o) in &self.catalog.apis {
             for (field, value) in [
                 ("price_per_call_usd", &o.price_per_call_usd),

@@ -108,7 +108,7 @@ enum Payload {
 
 /// Turns a response the framework made on its own (no payload) into the
 /// contract's error.
-fn framework_error(status: StatusCode) -> ApiError {
+pub(crate) fn framework_error(status: StatusCode) -> ApiError {
     match status.as_u16() {
         404 => ApiError::not_found("route_not_found", "No such route."),
         405 => ApiError::new(

@@ -62,15 +62,7 @@ impl ApiError {
 
     /// The `type` of the contract's error table, fixed by status.
     pub fn error_type(&self) -> &'static str {
-        match self.status.as_u16() {
-            401 => "authentication_error",
-            403 => "permission_error",
-            404 => "not_found_error",
-            409 => "conflict_error",
-            429 => "rate_limit_error",
-            500..=599 => "api_error",
-            _ => "invalid_request_error",
-        }
+        error_type_of(self.status)
     }
 
     // Constructors, one per row of the table.
@@ -110,6 +102,26 @@ impl ApiError {
             message,
         )
     }
+    /// The rate limiter's Redis cannot be reached now (and the setting is to
+    /// refuse); it comes back by itself.
+    pub fn rate_limiter_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "rate_limiter_unavailable",
+            "The rate limiter cannot be reached just now. Retry shortly.",
+        )
+        .with_header("retry-after", "1")
+    }
+    /// The database cannot be reached now (the contract's 503
+    /// `storage_unavailable`); it comes back by itself.
+    pub fn storage_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable",
+            "Storage is unavailable. Try again shortly.",
+        )
+        .with_header("retry-after", "1")
+    }
     pub fn task_not_found(id: &str) -> Self {
         let shown: String = id.chars().take(64).collect();
         Self::not_found("task_not_found", format!("No task with id {shown:?}."))
@@ -139,7 +151,7 @@ impl From<taskgate_store::StoreError> for ApiError {
         match &e {
             StoreError::Database(sqlx_err) if is_unavailable(sqlx_err) => {
                 tracing::error!(error = %e, "storage unavailable");
-                ApiError::unavailable("Storage is unavailable. Try again shortly.")
+                ApiError::storage_unavailable()
             }
             _ => {
                 tracing::error!(error = %e, "storage error");
@@ -155,6 +167,19 @@ fn is_unavailable(e: &taskgate_store::sqlx_error::Error) -> bool {
         e,
         Error::PoolTimedOut | Error::PoolClosed | Error::Io(_) | Error::Tls(_)
     )
+}
+
+/// The `type` of the contract's error table for a status.
+pub fn error_type_of(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        409 => "conflict_error",
+        429 => "rate_limit_error",
+        500..=599 => "api_error",
+        _ => "invalid_request_error",
+    }
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;

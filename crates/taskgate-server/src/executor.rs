@@ -29,8 +29,8 @@ use taskgate_core::{
 };
 use taskgate_providers::{Attempt, ExecContext, ExecError, Execution, LocalClock};
 use taskgate_store::prelude::*;
-use taskgate_store::{StoreResult, TaskFinish, TaskRecord};
-use tokio::sync::{Notify, Semaphore, oneshot};
+use taskgate_store::{StoreResult, TaskEnd, TaskFinish, TaskRecord};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -39,8 +39,6 @@ use crate::config::PlanLimits;
 use crate::fair::Fair;
 use crate::streams::Streams;
 
-const LEASE_MS: i64 = 30_000;
-const LEASE_RENEW_EVERY: Duration = Duration::from_secs(10);
 const POLL_EVERY: Duration = Duration::from_secs(1);
 /// Queued tasks read from the store per poll: of one account, and in all.
 const POLL_PER_ACCOUNT: i64 = 64;
@@ -52,6 +50,9 @@ pub struct Executor {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     runner: RunnerId,
+    /// How long a claim holds without renewal: a task whose instance died
+    /// is taken back this long after its last renewal.
+    lease_ms: i64,
     permits: Arc<Semaphore>,
     /// Queued tasks by account, taking turns within each plan's cap.
     fair: Fair,
@@ -76,6 +77,8 @@ impl Executor {
         runner: RunnerId,
         workers: usize,
         plans: BTreeMap<PlanName, PlanLimits>,
+        redis: Option<Arc<crate::redis::Redis>>,
+        lease: Duration,
     ) -> anyhow::Result<Arc<Self>> {
         let interrupted = store
             .interrupt_expired(Timestamp::now(), Some(&runner))
@@ -90,6 +93,7 @@ impl Executor {
             store,
             catalog,
             runner,
+            lease_ms: lease.as_millis().clamp(300, i64::MAX as u128) as i64,
             permits: Arc::new(Semaphore::new(workers)),
             fair: Fair::default(),
             wake: Notify::new(),
@@ -97,13 +101,51 @@ impl Executor {
             inflight: Mutex::new(HashSet::new()),
             running: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
-            streams: Streams::default(),
+            streams: Streams::new(redis),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
         tokio::spawn(executor.clone().dispatch());
         tokio::spawn(executor.clone().maintain());
+        // Ends written by other instances sharing the store.
+        match executor.store.task_ends().await {
+            Ok(Some(ends)) => {
+                tokio::spawn(executor.clone().follow_ends(ends));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                error = %e,
+                "cannot follow other instances' task ends; cancels and waits across instances fall back to the store's sweeps"
+            ),
+        }
         Ok(executor)
+    }
+
+    /// Acts on tasks that ended anywhere: a task cancelled elsewhere stops
+    /// here if it runs here (its upstream request is aborted), and whoever
+    /// waits here for a task that ended elsewhere gets it.
+    async fn follow_ends(self: Arc<Self>, mut ends: mpsc::Receiver<TaskEnd>) {
+        loop {
+            let end = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                end = ends.recv() => match end {
+                    Some(end) => end,
+                    None => return,
+                },
+            };
+            if end.status == TaskStatus::Cancelled {
+                self.cancel_running(end.id);
+            }
+            if self.waiters.lock().contains_key(&end.id) {
+                match self.store.get_task_by_id(end.id).await {
+                    Ok(Some(task)) if task.status.is_terminal() => self.notify(&task),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, task = %end.id, "cannot read an ended task")
+                    }
+                }
+            }
+        }
     }
 
     /// Asks for queued task `id` of `account` to run soon, in its turn.
@@ -156,15 +198,46 @@ impl Executor {
     }
 
     /// Stops taking tasks and waits (at most `grace`) for running ones.
+    ///
+    /// Queued tasks are left queued in the store, for another instance (or
+    /// this one's next start). Tasks still running at the end of the grace
+    /// end `interrupted` now, their executions are stopped (upstream
+    /// requests aborted), and whoever waits for them here is told.
     pub async fn shutdown(&self, grace: Duration) {
         self.shutdown.cancel();
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
             .await
-            .is_err()
+            .is_ok()
         {
-            tracing::warn!("tasks still running at shutdown; they end `interrupted` at next start");
+            return;
         }
+        match self
+            .store
+            .interrupt_expired(Timestamp::now(), Some(&self.runner))
+            .await
+        {
+            Ok(ids) => {
+                tracing::warn!(
+                    count = ids.len(),
+                    "tasks still running at the end of the shutdown grace ended interrupted"
+                );
+                for id in ids {
+                    if let Ok(Some(task)) = self.store.get_task_by_id(id).await {
+                        self.notify(&task);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "cannot end the tasks still running at shutdown; they end `interrupted` when their lease lapses"
+            ),
+        }
+        let running: Vec<CancellationToken> = self.running.lock().values().cloned().collect();
+        for token in running {
+            token.cancel();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
     }
 
     /// Starts queued tasks as workers free up, accounts taking turns
@@ -250,7 +323,8 @@ impl Executor {
     }
 
     async fn maintain(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(LEASE_RENEW_EVERY);
+        // Renewed three times per lease: a late renewal or two never lets it lapse.
+        let mut tick = tokio::time::interval(Duration::from_millis(self.lease_ms as u64 / 3));
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
@@ -258,12 +332,19 @@ impl Executor {
             }
             let now = Timestamp::now();
             let executing: Vec<TaskId> = self.running.lock().keys().copied().collect();
-            if let Err(e) = self
+            match self
                 .store
-                .renew_leases(&self.runner, &executing, now.plus_ms(LEASE_MS))
+                .renew_leases(&self.runner, &executing, now.plus_ms(self.lease_ms))
                 .await
             {
-                tracing::warn!(error = %e, "cannot renew task leases");
+                // A lease not renewed is a task that ended meanwhile: one
+                // cancelled by an instance whose notice did not arrive
+                // stops here now.
+                Ok(renewed) if (renewed as usize) < executing.len() => {
+                    self.stop_ended(&executing).await
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot renew task leases"),
             }
             match self.store.interrupt_expired(now, None).await {
                 Ok(ids) if !ids.is_empty() => {
@@ -277,6 +358,19 @@ impl Executor {
             }
             if let Err(e) = self.store.idempotency_purge(now.minus_ms(86_400_000)).await {
                 tracing::warn!(error = %e, "cannot purge idempotency keys");
+            }
+        }
+    }
+
+    /// Stops the executions among `ids` whose task is cancelled in the store.
+    async fn stop_ended(&self, ids: &[TaskId]) {
+        for &id in ids {
+            if let Ok(Some(task)) = self.store.get_task_by_id(id).await
+                && task.status == TaskStatus::Cancelled
+                && self.running.lock().contains_key(&id)
+            {
+                tracing::info!(task = %id, "a task cancelled elsewhere stops here");
+                self.cancel_running(id);
             }
         }
     }
@@ -315,7 +409,7 @@ impl Executor {
             }
         };
         let now = task.created_at;
-        let task = task.claimed(&self.runner, now, now.plus_ms(LEASE_MS))?;
+        let task = task.claimed(&self.runner, now, now.plus_ms(self.lease_ms))?;
         let token = CancellationToken::new();
         self.running.lock().insert(task.id, token.clone());
         self.inflight.lock().insert(task.id);
@@ -346,7 +440,7 @@ impl Executor {
         let now = Timestamp::now();
         let task = match self
             .store
-            .claim_task(id, &self.runner, now, now.plus_ms(LEASE_MS))
+            .claim_task(id, &self.runner, now, now.plus_ms(self.lease_ms))
             .await
         {
             Ok(Some(task)) => task,
@@ -545,7 +639,9 @@ async fn execute(
     // by the task's sandbox controls.
     let controls = task.sandbox.clone().unwrap_or_default();
     let clock = LocalClock::start();
-    if controls.delay_ms > 0 {
+    let chat = entry.spec.kind == "chat";
+    let streamed = chat && controls.outcome == SandboxOutcome::Succeeded;
+    if controls.delay_ms > 0 && !streamed {
         tokio::time::sleep(Duration::from_millis(controls.delay_ms)).await;
     }
     let result = match controls.outcome {
@@ -560,13 +656,22 @@ async fn execute(
         SandboxOutcome::Timeout => std::future::pending().await,
         SandboxOutcome::Succeeded => entry.provider.sandbox(&entry.spec, &input).await,
     };
-    // A simulated chat reply streams like a real one, word by word.
+    // A simulated chat reply streams like a real one, word by word, spread
+    // over the delay when there is one.
     if let Ok(x) = &result
         && let Some(text) = x.output.get("text").and_then(Value::as_str)
-        && entry.spec.kind == "chat"
+        && chat
     {
-        for word in text.split_inclusive(' ') {
+        let words: Vec<&str> = text.split_inclusive(' ').collect();
+        let pause = Duration::from_millis(controls.delay_ms) / words.len().max(1) as u32;
+        for (i, word) in words.iter().enumerate() {
+            if i > 0 && streamed && !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
             ctx.delta(word);
+        }
+        if streamed && !pause.is_zero() {
+            tokio::time::sleep(pause).await;
         }
     }
     ctx.push(clock.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));

@@ -14,10 +14,12 @@ pub mod executor;
 pub mod fair;
 pub mod meta;
 pub mod metrics;
+pub mod openai;
 pub mod openapi;
 #[cfg(test)]
 mod props;
 pub mod ratelimit;
+pub mod redis;
 pub mod router;
 pub mod serve;
 pub mod streams;
@@ -42,7 +44,7 @@ pub use config::Config;
 use crate::auth::KeyCache;
 use crate::catalog::{Catalog, EnvLookup};
 use crate::executor::Executor;
-use crate::ratelimit::{AuthFailures, RateLimiter};
+use crate::ratelimit::RateLimiter;
 
 pub struct AppState {
     pub config: Arc<Config>,
@@ -50,7 +52,7 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     pub executor: Arc<Executor>,
     pub limiter: RateLimiter,
-    pub auth_failures: AuthFailures,
+    pub auth_failures: ratelimit::AuthLimiter,
     pub trusted_proxies: client_addr::TrustedProxies,
     pub keys: KeyCache,
     pub openapi: openapi::Documents,
@@ -62,7 +64,7 @@ pub struct AppState {
 
 /// Opens the store named by the config and brings its schema up to date.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
-    let store = taskgate_store::connect(&config.database_url)
+    let store = taskgate_store::connect_with(&config.database_url, config.database.pool())
         .await
         .with_context(|| {
             format!(
@@ -155,19 +157,33 @@ pub async fn start_with_env(
         .instance_id
         .clone()
         .unwrap_or_else(|| default_instance_id(addr));
+    let redis = match &config.redis_url {
+        Some(url) => Some(Arc::new(
+            redis::Redis::new(url).map_err(anyhow::Error::msg)?,
+        )),
+        None => None,
+    };
     let executor = Executor::start(
         store.clone(),
         catalog.clone(),
         runner,
         config.workers,
         config.plans.clone(),
+        redis.clone(),
+        Duration::from_millis(config.task_lease_ms),
     )
     .await?;
     let openapi = openapi::Documents::new(&catalog);
     let dashboard = dashboard::DashboardState::new(&config.dashboard);
     let state = Arc::new(AppState {
-        limiter: RateLimiter::memory(),
-        auth_failures: AuthFailures::new(config.auth_failures_per_minute),
+        limiter: match &redis {
+            None => RateLimiter::memory(),
+            Some(redis) => RateLimiter::Redis(ratelimit::RedisLimiter::new(
+                redis.clone(),
+                config.redis_failure == config::RedisFailure::Open,
+            )),
+        },
+        auth_failures: ratelimit::AuthLimiter::new(config.auth_failures_per_minute, redis.clone()),
         trusted_proxies: client_addr::TrustedProxies::parse(&config.trusted_proxies)
             .map_err(anyhow::Error::msg)?,
         config: Arc::new(config),
@@ -187,15 +203,35 @@ pub async fn start_with_env(
     let st = state.clone();
     let draining = state.clone();
     let http = state.config.http;
+    let grace = Duration::from_millis(state.config.shutdown_grace_ms);
     let done = tokio::spawn(async move {
-        serve::serve(listener, app, http, async move {
-            token.cancelled().await;
+        let stopping = token.clone();
+        let serving = serve::serve(listener, app, http, async move {
+            stopping.cancelled().await;
+            // Not ready from the first moment of the stop.
             draining
                 .draining
                 .store(true, std::sync::atomic::Ordering::Relaxed);
-        })
-        .await;
-        st.executor.shutdown(Duration::from_secs(10)).await;
+        });
+        let mut serving = std::pin::pin!(serving);
+        let served = tokio::select! {
+            _ = &mut serving => true,
+            _ = token.cancelled() => false,
+        };
+        // One grace for both: requests in flight (sync calls waiting for
+        // their tasks) and running tasks; what is left then is handed back.
+        let drained = async {
+            if !served
+                && tokio::time::timeout(grace + Duration::from_secs(1), &mut serving)
+                    .await
+                    .is_err()
+            {
+                tracing::warn!(
+                    "requests still in flight at the end of the shutdown grace were cut off"
+                );
+            }
+        };
+        tokio::join!(drained, st.executor.shutdown(grace));
         flush_once(&st).await;
         Ok(())
     });
@@ -272,5 +308,10 @@ async fn purge_once(state: &AppState) {
     let idle = state.config.dashboard.session_idle_minutes as i64 * 60_000;
     if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
         tracing::warn!(error = %e, "cannot purge ended sessions");
+    }
+    // The in-memory limiter forgets accounts idle for a day (Redis expires
+    // its keys by itself).
+    if let RateLimiter::Memory(m) = &state.limiter {
+        m.prune(now.unix_ms());
     }
 }

@@ -17,17 +17,39 @@ pub async fn healthz() -> ApiResult<Data> {
     Data::ok(&json!({ "status": "ok" }))
 }
 
+/// Ready when storage answers and, with `redis_url`, Redis does (unless
+/// `redis_failure = "open"`, which serves without it). Each is reported on
+/// its own in `checks`: `up`, `down` or `not_configured`.
 pub async fn readyz(State(app): State<Arc<AppState>>) -> ApiResult<Data> {
     if app.draining.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(ApiError::unavailable("The service is shutting down."));
     }
-    match app.store.ping().await {
-        Ok(()) => Data::ok(&json!({ "status": "ready", "storage": app.store.backend() })),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            Err(ApiError::unavailable("Storage is unreachable."))
-        }
+    let (storage, redis) = tokio::join!(app.store.ping(), app.limiter.ping());
+    if let Err(e) = &storage {
+        tracing::warn!(error = %e, "readiness check failed: storage");
     }
+    let up = |ok: bool| if ok { "up" } else { "down" };
+    let storage_up = storage.is_ok();
+    let redis_state = match redis {
+        None => "not_configured",
+        Some(ok) => up(ok),
+    };
+    let needs_redis = app.config.redis_failure == crate::config::RedisFailure::Closed;
+    let ready = storage_up && (redis_state != "down" || !needs_redis);
+    let checks = json!({ "storage": up(storage_up), "redis": redis_state });
+    if ready {
+        return Data::ok(&json!({
+            "status": "ready",
+            "storage": app.store.backend(),
+            "checks": checks,
+        }));
+    }
+    let e = if storage_up {
+        ApiError::rate_limiter_unavailable()
+    } else {
+        ApiError::storage_unavailable()
+    };
+    Err(e.with_details(checks))
 }
 
 fn raw(content_type: &'static str, body: impl Into<axum::body::Body>) -> Response {

@@ -10,11 +10,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
+use std::net::IpAddr;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use taskgate_core::{AccountId, Timestamp};
 
 use crate::config::PlanLimits;
+use crate::redis::{Redis, RedisError, Reply, Script};
 
 const MINUTE_MS: i64 = 60_000;
 const DAY_MS: i64 = 86_400_000;
@@ -60,6 +63,14 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// No limit applies: allowed, and no window to report.
+    pub fn unlimited() -> Self {
+        Self {
+            allowed: true,
+            windows: Vec::new(),
+        }
+    }
+
     /// The window closest to exhaustion: the one refusing, else the one with
     /// the fewest remaining.
     pub fn tightest(&self) -> Option<&WindowState> {
@@ -76,7 +87,13 @@ impl Decision {
 
 pub enum RateLimiter {
     Memory(MemoryLimiter),
+    Redis(RedisLimiter),
 }
+
+/// The limiter's state could not be read (Redis is unreachable) and the
+/// setting is to refuse rather than serve without limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimiterUnavailable;
 
 impl RateLimiter {
     pub fn memory() -> Self {
@@ -84,17 +101,173 @@ impl RateLimiter {
     }
 
     /// Decides on one request of `account` and counts it if accepted.
-    pub fn check(&self, account: AccountId, limits: PlanLimits) -> Decision {
+    pub async fn check(
+        &self,
+        account: AccountId,
+        limits: PlanLimits,
+    ) -> Result<Decision, LimiterUnavailable> {
         match self {
-            RateLimiter::Memory(m) => m.decide(account, limits, now_ms(), true),
+            RateLimiter::Memory(m) => Ok(m.decide(account, limits, now_ms(), true)),
+            RateLimiter::Redis(r) => r.decide(account, limits, true).await,
+        }
+    }
+
+    /// Whether the limiter's Redis answers; `None` for the in-memory limiter.
+    pub async fn ping(&self) -> Option<bool> {
+        match self {
+            RateLimiter::Memory(_) => None,
+            RateLimiter::Redis(r) => Some(r.redis.command(&["PING"]).await.is_ok()),
         }
     }
 
     /// The windows of `account` as they stand, counting nothing (what the
     /// next request would be told; the dashboard shows it).
-    pub fn peek(&self, account: AccountId, limits: PlanLimits) -> Decision {
+    pub async fn peek(
+        &self,
+        account: AccountId,
+        limits: PlanLimits,
+    ) -> Result<Decision, LimiterUnavailable> {
         match self {
-            RateLimiter::Memory(m) => m.decide(account, limits, now_ms(), false),
+            RateLimiter::Memory(m) => Ok(m.decide(account, limits, now_ms(), false)),
+            RateLimiter::Redis(r) => r.decide(account, limits, false).await,
+        }
+    }
+}
+
+/// The same windows as [`MemoryLimiter`], kept in Redis so that every
+/// instance sharing it counts against one state: each decision is one
+/// script run (atomic in Redis, on Redis's clock). An account's keys share
+/// a hash tag, so they sit in one slot of a Redis Cluster.
+pub struct RedisLimiter {
+    redis: Arc<Redis>,
+    script: Script,
+    fail_open: bool,
+    /// When the last failure was logged, to log one per few seconds.
+    last_logged: Mutex<Option<std::time::Instant>>,
+}
+
+/// KEYS: the minute's log (a sorted set of accepted requests by time) and
+/// the day's count (a hash of `day` and `n`). ARGV: the minute's limit and
+/// the day's (-1: none), 1 to count an accepted request, a unique member.
+/// Returns {allowed, used in the minute, used today, ms until the minute
+/// frees capacity, ms until the day ends}.
+const DECIDE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local per_minute = tonumber(ARGV[1])
+local per_day = tonumber(ARGV[2])
+local day_ms = 86400000
+local today = math.floor(now / day_ms)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+local minute = redis.call('ZCARD', KEYS[1])
+local stored = redis.call('HMGET', KEYS[2], 'day', 'n')
+local day = 0
+if tonumber(stored[1]) == today then day = tonumber(stored[2]) end
+local allowed = (per_minute < 0 or minute < per_minute) and (per_day < 0 or day < per_day)
+if allowed and ARGV[3] == '1' then
+  if per_minute >= 0 then
+    redis.call('ZADD', KEYS[1], now, ARGV[4])
+    redis.call('PEXPIRE', KEYS[1], 60000)
+    minute = minute + 1
+  end
+  day = day + 1
+  redis.call('HSET', KEYS[2], 'day', today, 'n', day)
+  redis.call('PEXPIREAT', KEYS[2], (today + 1) * day_ms)
+end
+local reset = 60000
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if oldest[2] then reset = tonumber(oldest[2]) + 60000 - now end
+return {allowed and 1 or 0, minute, day, reset, (today + 1) * day_ms - now}
+"#;
+
+impl RedisLimiter {
+    pub fn new(redis: Arc<Redis>, fail_open: bool) -> Self {
+        Self {
+            redis,
+            script: Script::new(DECIDE),
+            fail_open,
+            last_logged: Mutex::new(None),
+        }
+    }
+
+    async fn decide(
+        &self,
+        account: AccountId,
+        limits: PlanLimits,
+        count: bool,
+    ) -> Result<Decision, LimiterUnavailable> {
+        if limits.per_minute.is_none() && limits.per_day.is_none() {
+            return Ok(Decision::unlimited());
+        }
+        let minute_key = format!("taskgate:{{{account}}}:minute");
+        let day_key = format!("taskgate:{{{account}}}:day");
+        let limit = |l: Option<u32>| l.map_or("-1".to_owned(), |l| l.to_string());
+        let member = format!("{}-{:016x}", now_ms(), rand::random::<u64>());
+        let reply = self
+            .redis
+            .eval(
+                &self.script,
+                &[&minute_key, &day_key],
+                &[
+                    &limit(limits.per_minute),
+                    &limit(limits.per_day),
+                    if count { "1" } else { "0" },
+                    &member,
+                ],
+            )
+            .await;
+        let values: Option<Vec<i64>> = match &reply {
+            Ok(Reply::Array(items)) => items.iter().map(Reply::int).collect(),
+            _ => None,
+        };
+        let Some([allowed, minute, day, minute_reset, day_reset]) =
+            values.and_then(|v| <[i64; 5]>::try_from(v).ok())
+        else {
+            return self.unavailable(reply.err());
+        };
+        let mut windows = Vec::with_capacity(2);
+        if let Some(limit) = limits.per_minute {
+            windows.push(WindowState {
+                window: Window::Minute,
+                limit,
+                remaining: limit.saturating_sub(minute.max(0) as u32),
+                reset_secs: ceil_secs(minute_reset),
+            });
+        }
+        if let Some(limit) = limits.per_day {
+            windows.push(WindowState {
+                window: Window::Day,
+                limit,
+                remaining: limit.saturating_sub(day.max(0) as u32),
+                reset_secs: ceil_secs(day_reset),
+            });
+        }
+        Ok(Decision {
+            allowed: allowed == 1,
+            windows,
+        })
+    }
+
+    /// No decision from Redis: refuse, or serve without limits, as set;
+    /// said in the log at most every 10 s.
+    fn unavailable(&self, error: Option<RedisError>) -> Result<Decision, LimiterUnavailable> {
+        let reason = error.map_or_else(|| "an unexpected answer".to_owned(), |e| e.to_string());
+        let mut last = self.last_logged.lock();
+        if last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10)) {
+            *last = Some(std::time::Instant::now());
+            if self.fail_open {
+                tracing::error!(redis = self.redis.address(), %reason,
+                    "rate limiter unavailable: serving WITHOUT rate limits (redis_failure = \"open\")");
+            } else {
+                tracing::warn!(redis = self.redis.address(), %reason,
+                    "rate limiter unavailable: refusing requests with 503 (redis_failure = \"closed\")");
+            }
+        }
+        drop(last);
+        if self.fail_open {
+            Ok(Decision::unlimited())
+        } else {
+            Err(LimiterUnavailable)
         }
     }
 }
@@ -132,10 +305,7 @@ impl MemoryLimiter {
     /// A decision on a request at `now`, counted if `count` and accepted.
     fn decide(&self, account: AccountId, limits: PlanLimits, now: i64, count: bool) -> Decision {
         if limits.per_minute.is_none() && limits.per_day.is_none() {
-            return Decision {
-                allowed: true,
-                windows: Vec::new(),
-            };
+            return Decision::unlimited();
         }
         let mut shard = self.shard(&account).lock();
         let w = shard.entry(account).or_default();
@@ -189,6 +359,89 @@ impl MemoryLimiter {
                 w.day == today || w.minute.back().is_some_and(|&t| t > now - MINUTE_MS)
             });
         }
+    }
+}
+
+/// The failed-authentication limit of the API: per client address in a
+/// sliding minute, in Redis when the limits are (one count across
+/// instances), else in memory. If Redis cannot be reached, this instance's
+/// own count applies meanwhile: an address is never let through unlimited.
+pub struct AuthLimiter {
+    local: AuthFailures,
+    redis: Option<(Arc<Redis>, Script, Script)>,
+}
+
+/// KEYS: the address's failures (a sorted set by time). ARGV: the limit.
+/// Returns ms until the address may try again, or -1 if it may now.
+const AUTH_BLOCKED: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+local limit = tonumber(ARGV[1])
+if redis.call('ZCARD', KEYS[1]) < limit then return -1 end
+local first = redis.call('ZRANGE', KEYS[1], -limit, -limit, 'WITHSCORES')
+return tonumber(first[2]) + 60000 - now
+"#;
+
+/// KEYS: the address's failures. ARGV: the limit, a unique member. Records
+/// one failure, keeping the last `limit` of the minute.
+const AUTH_RECORD: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+redis.call('ZADD', KEYS[1], now, ARGV[2])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[1]) - 1)
+redis.call('PEXPIRE', KEYS[1], 60000)
+return 1
+"#;
+
+impl AuthLimiter {
+    pub fn new(limit: u32, redis: Option<Arc<Redis>>) -> Self {
+        Self {
+            local: AuthFailures::new(limit),
+            redis: redis.map(|r| (r, Script::new(AUTH_BLOCKED), Script::new(AUTH_RECORD))),
+        }
+    }
+
+    fn key(addr: &IpAddr) -> String {
+        format!("taskgate:{{auth:{addr}}}:failures")
+    }
+
+    /// Seconds until `addr` may try again, if it is blocked now.
+    pub async fn blocked(&self, addr: &IpAddr) -> Option<u64> {
+        let limit = self.local.limit();
+        let Some((redis, blocked, _)) = self.redis.as_ref().filter(|_| limit > 0) else {
+            return self.local.blocked(addr);
+        };
+        let key = Self::key(addr);
+        match redis.eval(blocked, &[&key], &[&limit.to_string()]).await {
+            Ok(r) => match r.int() {
+                Some(ms) if ms >= 0 => Some(ceil_secs(ms)),
+                Some(_) => None,
+                None => self.local.blocked(addr),
+            },
+            Err(_) => self.local.blocked(addr),
+        }
+    }
+
+    pub async fn record(&self, addr: IpAddr) {
+        let limit = self.local.limit();
+        // The local count too: it is what holds while Redis is away.
+        self.local.record(addr);
+        let Some((redis, _, record)) = self.redis.as_ref().filter(|_| limit > 0) else {
+            return;
+        };
+        let member = format!("{}-{:016x}", now_ms(), rand::random::<u64>());
+        if let Err(e) = redis
+            .eval(record, &[&Self::key(&addr)], &[&limit.to_string(), &member])
+            .await
+        {
+            tracing::debug!(error = %e, "cannot record a failed authentication in Redis");
+        }
+    }
+
+    pub fn limit(&self) -> u32 {
+        self.local.limit()
     }
 }
 
@@ -317,6 +570,22 @@ mod tests {
         per_day: Some(5),
         max_running_tasks: None,
     };
+
+    #[test]
+    fn idle_accounts_are_forgotten_and_active_ones_kept() {
+        let m = MemoryLimiter::default();
+        let (idle, active) = (AccountId::new(), AccountId::new());
+        let day0 = 10 * DAY_MS;
+        m.check(idle, FREE, day0 + 1_000);
+        m.check(active, FREE, day0 + 1_000);
+        m.check(active, FREE, day0 + DAY_MS + 30_000);
+        m.prune(day0 + DAY_MS + 60_000);
+        let accounts = |m: &MemoryLimiter| m.shards.iter().map(|s| s.lock().len()).sum::<usize>();
+        assert_eq!(accounts(&m), 1);
+        // What the active account used today still counts.
+        let d = m.check(active, FREE, day0 + DAY_MS + 61_000);
+        assert_eq!(d.windows[1].remaining, 3);
+    }
 
     #[test]
     fn no_rolling_minute_holds_more_than_the_limit() {

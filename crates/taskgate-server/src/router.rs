@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::{Router, middleware};
 
-use crate::{AppState, auth, dashboard, envelope, meta, v1};
+use crate::{AppState, auth, dashboard, envelope, meta, openai, v1};
 
 pub fn router(app: Arc<AppState>) -> Router {
     let api = Router::new()
@@ -25,6 +25,7 @@ pub fn router(app: Arc<AppState>) -> Router {
 
     Router::new()
         .nest("/api/v1", api)
+        .nest("/openai/v1", openai::router(app.clone()))
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))
         .route("/metrics", get(meta::metrics))

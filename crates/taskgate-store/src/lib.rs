@@ -310,15 +310,67 @@ pub trait Store:
     fn backend(&self) -> &'static str;
     async fn migrate(&self) -> StoreResult<()>;
     async fn ping(&self) -> StoreResult<()>;
+    /// The ends of tasks (succeeded, failed, cancelled) written by any process
+    /// sharing this store, from now on, as they commit; `None` where one
+    /// process owns the store (SQLite), which knows its own. Ends that
+    /// commit while the connection is being re-made are missed: callers keep
+    /// a slower way to learn of them.
+    async fn task_ends(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<TaskEnd>>>;
+}
+
+/// A task that reached a terminal state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskEnd {
+    pub id: taskgate_core::TaskId,
+    pub status: taskgate_core::TaskStatus,
+}
+
+impl TaskEnd {
+    /// A notification's payload, `"<id> <status>"`.
+    pub fn parse(payload: &str) -> Option<Self> {
+        let (id, status) = payload.split_once(' ')?;
+        Some(Self {
+            id: taskgate_core::TaskId::parse(id).ok()?,
+            status: status.parse().ok()?,
+        })
+    }
+}
+
+/// How the store's connections are pooled (PostgreSQL; SQLite has its own
+/// fixed pools).
+#[derive(Debug, Clone, Copy)]
+pub struct PoolOptions {
+    /// Connections kept at most.
+    pub max_connections: u32,
+    /// Longest wait for a connection: past it, the operation fails (503), so
+    /// a database that is down is an answer, not a hang.
+    pub acquire_timeout: std::time::Duration,
+    /// Longest run of one statement before the database cancels it.
+    pub statement_timeout: std::time::Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            acquire_timeout: std::time::Duration::from_secs(3),
+            statement_timeout: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 /// Opens the store named by `url`: `sqlite://path/to/file.db` (created with its
 /// directory if missing) or `postgres://…`.
 pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
+    connect_with(url, PoolOptions::default()).await
+}
+
+/// [`connect`] with pool settings.
+pub async fn connect_with(url: &str, pool: PoolOptions) -> StoreResult<Arc<dyn Store>> {
     if url.starts_with("sqlite:") {
         Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(postgres::PgStore::connect(url).await?))
+        Ok(Arc::new(postgres::PgStore::connect(url, pool).await?))
     } else {
         Err(StoreError::InvalidUrl(
             "expected sqlite://PATH or postgres://…".to_owned(),

@@ -302,6 +302,12 @@ macro_rules! impl_store {
                 sqlx::query("SELECT 1").execute(self.reader()).await?;
                 Ok(())
             }
+
+            async fn task_ends(
+                &self,
+            ) -> $crate::StoreResult<Option<tokio::sync::mpsc::Receiver<$crate::TaskEnd>>> {
+                self.listen_task_ends().await
+            }
         }
 
         #[async_trait::async_trait]

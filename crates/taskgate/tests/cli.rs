@@ -664,10 +664,10 @@ impl Serve {
         let log = dir.path().join(format!("serve{life}.log"));
         let mut child = taskgate(dir)
             .arg("serve")
-            .envs(env.iter().copied())
             .env("TASKGATE_LISTEN", format!("127.0.0.1:{port}"))
             // One worker: a second task waits `queued` behind the first.
             .env("TASKGATE_WORKERS", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"))
@@ -722,6 +722,20 @@ impl Serve {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The value printed after `label` (e.g. `test key:`), once it is printed.
+    async fn printed(&self, label: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.stdout().contains(label) {
+            assert!(
+                Instant::now() < deadline,
+                "{label:?} never printed:\n{}",
+                self.stdout()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        after(&self.stdout(), label)
     }
 
     /// `kill -9`, then everything it printed.
@@ -1185,15 +1199,10 @@ async fn provider_keys_in_the_environment_bring_default_apis() {
         ],
     );
     serve.ready(&http).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !serve.stdout().contains("live key:") {
-        assert!(Instant::now() < deadline, "no key printed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let api = Api {
         http: http.clone(),
         base: serve.base.clone(),
-        key: after(&serve.stdout(), "live key:"),
+        key: serve.printed("live key:").await,
     };
     let (status, list) = api.get("apis?limit=100").await;
     assert_eq!(status, 200);
@@ -1252,4 +1261,233 @@ async fn provider_keys_in_the_environment_bring_default_apis() {
     for secret in ["sk-env-secret-123", "sk-ant-env-secret-456"] {
         assert!(!out.contains(secret) && !serve.log().contains(secret));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_then_hands_back_what_it_cannot_finish() {
+    let dir = TempDir::new("drain");
+    let port = free_port();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut serve = Serve::start_with(
+        &dir,
+        port,
+        1,
+        &[
+            ("TASKGATE_SHUTDOWN_GRACE_MS", "1500"),
+            ("TASKGATE_WORKERS", "4"),
+        ],
+    );
+    serve.ready(&http).await;
+    let api = Api {
+        http: http.clone(),
+        base: serve.base.clone(),
+        key: serve.printed("test key:").await,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // A task that cannot finish within the grace.
+    let (status, long) = api
+        .post(
+            "call",
+            json!({"api": "sentiment", "input": {"text": "x"}, "mode": "async",
+                   "sandbox": {"delay_ms": 60000}}),
+        )
+        .await;
+    assert_eq!(status, 202, "{long}");
+    let long = long["data"]["id"].as_str().unwrap().to_owned();
+    loop {
+        let (_, t) = api.get(&format!("call/{long}")).await;
+        if t["data"]["status"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the long task never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A sync call in flight when the signal comes: it is answered.
+    let in_flight = Api {
+        http: http.clone(),
+        base: api.base.clone(),
+        key: api.key.clone(),
+    };
+    let sync = tokio::spawn(async move {
+        in_flight
+            .post(
+                "call",
+                json!({"api": "sentiment", "input": {"text": "x"},
+                       "sandbox": {"delay_ms": 700}}),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = serve.child.id().to_string();
+    let term = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(term.success());
+    let (status, body) = sync.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["status"], "succeeded");
+
+    // It exits 0 once the grace is over.
+    let exit = loop {
+        if let Some(s) = serve.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "taskgate serve did not exit after SIGTERM:\n{}",
+            serve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exit.success(), "exit status {exit}:\n{}", serve.log());
+    // The task it could not finish was handed back at the stop: ended
+    // `interrupted`, not left `running` for a lease to lapse.
+    let store = taskgate_store::connect(&dir.database_url()).await.unwrap();
+    let id = taskgate_core::TaskId::parse(&long).unwrap();
+    let task = store.get_task_by_id(id).await.unwrap().unwrap();
+    assert_eq!(task.status.as_str(), "failed");
+    assert_eq!(task.error.unwrap().code, "interrupted");
+}
+
+/// A fresh PostgreSQL database for a test (dropped at the end), or `None`
+/// without a server (skipped, except in CI).
+async fn postgres_database(name: &str) -> Option<(String, String)> {
+    let admin = std::env::var("TASKGATE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let connect = tokio::time::timeout(
+        Duration::from_secs(5),
+        <sqlx::PgConnection as sqlx::Connection>::connect(&admin),
+    );
+    let mut conn = match connect.await.unwrap_or(Err(sqlx::Error::PoolTimedOut)) {
+        Ok(c) => c,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("PostgreSQL is required in CI ({admin}): {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: PostgreSQL test (no server at {admin}: {e})");
+            return None;
+        }
+    };
+    let db = format!("tg_cli_{name}_{}", std::process::id());
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&mut conn)
+    .await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    let (prefix, _) = admin.rsplit_once('/').expect("a database in the URL");
+    Some((format!("{prefix}/{db}"), admin))
+}
+
+async fn drop_database(admin: &str, url: &str) {
+    let db = url.rsplit('/').next().unwrap();
+    if let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(admin).await {
+        let sql = format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_an_instance_loses_no_running_task() {
+    let Some((url, admin)) = postgres_database("kill9").await else {
+        return;
+    };
+    let (dir_a, dir_b) = (TempDir::new("kill9a"), TempDir::new("kill9b"));
+    let env = [
+        ("TASKGATE_DATABASE_URL", url.as_str()),
+        ("TASKGATE_WORKERS", "256"),
+        ("TASKGATE_TASK_LEASE_MS", "3000"),
+        // No rate limit and no cap of running tasks for the first account.
+        ("TASKGATE_DEFAULT_PLAN", "enterprise"),
+    ];
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut a = Serve::start_with(&dir_a, free_port(), 1, &env);
+    a.ready(&http).await;
+    let key = a.printed("test key:").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut b = Serve::start_with(&dir_b, free_port(), 1, &env);
+    b.ready(&http).await;
+    let on = |s: &Serve| Api {
+        http: http.clone(),
+        base: s.base.clone(),
+        key: key.clone(),
+    };
+    let (on_a, on_b) = (on(&a), on(&b));
+
+    // 200 tasks running on B (accepted there with workers free).
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        let (status, t) = on_b
+            .post(
+                "call",
+                json!({"api": "sentiment", "input": {"text": "x"}, "mode": "async",
+                       "sandbox": {"delay_ms": 120000}}),
+            )
+            .await;
+        assert_eq!(status, 202, "{t}");
+        ids.push(t["data"]["id"].as_str().unwrap().to_owned());
+    }
+    let count = |status: &'static str| {
+        let on_a = &on_a;
+        async move {
+            let (mut n, mut cursor) = (0, None::<String>);
+            loop {
+                let mut path = format!("tasks?status={status}&limit=100");
+                if let Some(c) = &cursor {
+                    path.push_str(&format!("&cursor={c}"));
+                }
+                let (_, page) = on_a.get(&path).await;
+                n += page["data"]["items"].as_array().unwrap().len();
+                match page["data"]["next_cursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_owned()),
+                    None => return n,
+                }
+            }
+        }
+    };
+    while count("running").await < 200 {
+        assert!(Instant::now() < deadline, "the 200 tasks never all ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    b.kill();
+    // A takes them back once B's leases lapse (3 s): each ends exactly once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count("failed").await < 200 {
+        assert!(
+            Instant::now() < deadline,
+            "tasks of the killed instance stayed running:\n{}",
+            a.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(count("running").await, 0);
+    for id in &ids {
+        let (_, t) = on_a.get(&format!("tasks/{id}")).await;
+        let t = &t["data"];
+        assert_eq!(t["status"], "failed", "{t}");
+        assert_eq!(t["error"]["code"], "interrupted", "{t}");
+        let ends = t["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                ["succeeded", "failed", "cancelled"].contains(&e["status"].as_str().unwrap())
+            })
+            .count();
+        assert_eq!(ends, 1, "exactly one end: {t}");
+    }
+    a.kill();
+    drop_database(&admin, &url).await;
 }

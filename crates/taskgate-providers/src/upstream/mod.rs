@@ -342,6 +342,26 @@ impl Provider for Upstream {
         self.run_route(route, input, ctx).await
     }
 
+    /// The schema-derived simulation, made to read as an ordinary answer of
+    /// its kind: the model the API is configured with, and a chat reply that
+    /// simply stopped (a simulated `tool_calls` or `content_filter` would
+    /// send a client down a path the input never asked for).
+    async fn sandbox(&self, api: &ApiSpec, input: &Value) -> Result<Execution, ExecError> {
+        let mut x = crate::sandbox::simulate(api, input);
+        if let (Some(route), Some(output)) = (self.routes.get(&api.slug), x.output.as_object_mut())
+        {
+            if let Some(target) = route.groups.first().and_then(|g| g.first())
+                && output.contains_key("model")
+            {
+                output.insert("model".to_owned(), Value::String(target.model.clone()));
+            }
+            if route.kind == Kind::Chat {
+                output.insert("finish_reason".to_owned(), Value::String("stop".to_owned()));
+            }
+        }
+        Ok(x)
+    }
+
     /// Available while every target's circuit is closed, unavailable when
     /// every one is open, degraded in between.
     fn status(&self, api: &str) -> ApiStatus {

@@ -271,7 +271,10 @@ pub async fn try_it(
         Err(r) => return r,
     };
     let limits = PlanLimits::of(&app.config.plans, &session.account.plan);
-    let allowed = app.limiter.check(session.account.id, limits).allowed;
+    let Ok(decision) = app.limiter.check(session.account.id, limits).await else {
+        return again("The rate limiter cannot be reached just now; try again shortly.".to_owned());
+    };
+    let allowed = decision.allowed;
     // Counted like the API's requests, so that Usage matches the limiter.
     app.requests.count(
         session.account.id,

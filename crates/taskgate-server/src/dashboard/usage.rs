@@ -210,7 +210,12 @@ pub async fn page(
 
     // The limits as the limiter holds them now (one account, both modes).
     let plan_limits = PlanLimits::of(&app.config.plans, &account.plan);
-    let decision = app.limiter.peek(account.id, plan_limits);
+    // Without an answer from the limiter (Redis unreachable), no windows.
+    let decision = app
+        .limiter
+        .peek(account.id, plan_limits)
+        .await
+        .unwrap_or_else(|_| crate::ratelimit::Decision::unlimited());
     let mut limits: Vec<Limit> = decision
         .windows
         .iter()

@@ -12,6 +12,7 @@ use taskgate_core::{
     IdempotencyKey, Mode, RequestId, SandboxControls, SandboxOutcome, TaskId, Timestamp,
 };
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
+use tokio::sync::oneshot;
 
 use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
@@ -511,12 +512,66 @@ fn pointer_to_param(pointer: &str) -> String {
     out
 }
 
+/// A task made for a request, and for a sync caller the wait for its end.
+pub(crate) struct Started {
+    /// The task as stored when it was accepted.
+    pub task: TaskRecord,
+    /// Resolves with the finished task (only when asked for at the start).
+    pub done: Option<oneshot::Receiver<TaskRecord>>,
+}
+
+/// A call made for `principal` from elsewhere than POST /call (the
+/// OpenAI-compatible endpoint): the body as POST /call takes it, checked and
+/// accepted the same way (limits, spend, test mode, storage). With `wait`, the
+/// task's end can be awaited on [`Started::done`].
+pub(crate) async fn start_for(
+    app: &AppState,
+    principal: &Principal,
+    body: Map<String, Value>,
+    wait: bool,
+) -> ApiResult<Started> {
+    let request = parse(app, principal, body)?;
+    start(app, principal, request, None, wait).await
+}
+
 async fn execute(
     app: &AppState,
     principal: &Principal,
     request: CallRequest,
     hold: Option<&Hold>,
 ) -> ApiResult<Response> {
+    let wait = !request.asynchronous;
+    let Started { task: stored, done } = start(app, principal, request, hold, wait).await?;
+    let Some(done) = done else {
+        return answer(&stored);
+    };
+    let id = stored.id;
+    match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
+        Ok(Ok(finished)) => answer(&finished),
+        _ => {
+            app.executor.forget(id);
+            // The task exists from here on: answer with it even if the store
+            // cannot be read now, so an Idempotency-Key is not released.
+            let current = app
+                .store
+                .get_task_by_id(id)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or(stored);
+            answer(&current)
+        }
+    }
+}
+
+/// Reserves the call's spend, stores its task and hands it to the executor.
+async fn start(
+    app: &AppState,
+    principal: &Principal,
+    request: CallRequest,
+    hold: Option<&Hold>,
+    wait: bool,
+) -> ApiResult<Started> {
     let now = Timestamp::now();
     let reserved = reserve_spend(app, principal, &request, now).await?;
     let task = TaskRecord {
@@ -545,10 +600,10 @@ async fn execute(
             tracing::error!(error = %e, "cannot give back a refused call's reservation");
         }
     };
-    // For a sync call the wait is registered first: a fast task may finish
-    // before enqueue returns.
+    // The wait is registered first: a fast task may finish before enqueue
+    // returns.
     let id = task.id;
-    let done = (!request.asynchronous).then(|| app.executor.wait(id));
+    let done = wait.then(|| app.executor.wait(id));
     let stored = match app
         .executor
         .enqueue(task, principal.max_running_tasks)
@@ -563,25 +618,7 @@ async fn execute(
         }
     };
     attach(app, principal, hold, id).await;
-    let Some(done) = done else {
-        return answer(&stored);
-    };
-    match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
-        Ok(Ok(finished)) => answer(&finished),
-        _ => {
-            app.executor.forget(id);
-            // The task exists from here on: answer with it even if the store
-            // cannot be read now, so an Idempotency-Key is not released.
-            let current = app
-                .store
-                .get_task_by_id(id)
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or(stored);
-            answer(&current)
-        }
-    }
+    Ok(Started { task: stored, done })
 }
 
 /// Records the task of an idempotent request on its key as soon as the task

@@ -14,13 +14,13 @@ use serde::Serialize;
 use serde_json::json;
 use taskgate_core::{AccountId, ApiList, ApiSlug, Mode, TaskId, TaskStatus, Timestamp, Transition};
 use taskgate_store::{TaskQuery, TaskRecord};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
-use crate::streams::Hub;
+use crate::streams::{Hub, RemoteText};
 use crate::v1::call::find;
 use crate::v1::{QueryPairs, cursor};
 use crate::views::{TaskDetailsView, TaskView};
@@ -254,10 +254,15 @@ pub async fn stream(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let task = find(&app, &principal, &id).await?;
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(follow(app, principal, task, tx));
+    let (tx, rx) = mpsc::channel::<StreamEvent>(64);
+    tokio::spawn(follow_with(app, principal, task, None, tx));
     let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+        let bytes = match rx.recv().await? {
+            StreamEvent::Delta(text) => sse("delta", &json!({ "text": text })),
+            StreamEvent::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
+            StreamEvent::Done(task) => sse("done", &TaskView::new(&task, true)),
+        };
+        Some((Ok::<_, Infallible>(bytes), rx))
     }));
     let mut response = Response::new(body);
     let headers = response.headers_mut();
@@ -276,25 +281,44 @@ fn sse(event: &str, data: &impl Serialize) -> Bytes {
     Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }
 
-/// Feeds one reader of a task's stream until the task ends or the reader leaves.
-async fn follow(
+/// What a reader of a task's output gets, in order: the text as it is
+/// generated (each delta is what was added since the last one), keep-alives
+/// in long silences, then the finished task.
+pub(crate) enum StreamEvent {
+    Delta(String),
+    KeepAlive,
+    Done(Box<TaskRecord>),
+}
+
+/// Feeds one reader of a task's stream until the task ends or the reader
+/// leaves (drops its receiver). `done`, when given, is the wait for the task
+/// registered before it was created (a fast task may end before `follow`
+/// starts); otherwise one is registered here.
+pub(crate) async fn follow_with(
     app: Arc<AppState>,
     principal: Principal,
     task: TaskRecord,
-    tx: mpsc::Sender<Bytes>,
+    done: Option<oneshot::Receiver<TaskRecord>>,
+    tx: mpsc::Sender<StreamEvent>,
 ) {
     let id = task.id;
     if task.status.is_terminal() {
-        let _ = tx.send(sse("done", &TaskView::new(&task, true))).await;
+        let _ = tx.send(StreamEvent::Done(Box::new(task))).await;
         return;
     }
-    let mut done = app.executor.wait(id);
+    let mut done = done.unwrap_or_else(|| app.executor.wait(id));
     let mut hub: Option<Arc<Hub>> = None;
     let mut watch = None;
     let mut sent = 0usize;
     let mut last_store_look = tokio::time::Instant::now();
     let mut last_write = tokio::time::Instant::now();
     let mut finished: Option<TaskRecord> = None;
+    // With Redis, the text of a chat task running on another instance.
+    let mut remote: Option<RemoteText> = None;
+    let mut remote_tried = app
+        .catalog
+        .get(task.api.as_str())
+        .is_none_or(|e| e.spec.kind != "chat");
     // Between `find` and `wait` the task may have ended: look once more.
     if let Ok(Some(t)) = app
         .store
@@ -311,7 +335,27 @@ async fn follow(
             watch = Some(h.watch());
             hub = Some(h);
         }
+        if hub.is_none() && !remote_tried {
+            remote_tried = true;
+            remote = app.executor.streams.remote(id).await;
+        }
         tokio::select! {
+            more = async { remote.as_mut().expect("guarded").changed().await }, if remote.is_some() => {
+                let text = match (more, &remote) {
+                    (true, Some(r)) => r.since(sent).await,
+                    _ => {
+                        remote = None;
+                        String::new()
+                    }
+                };
+                if !text.is_empty() {
+                    sent += text.len();
+                    last_write = tokio::time::Instant::now();
+                    if tx.send(StreamEvent::Delta(text)).await.is_err() {
+                        break;
+                    }
+                }
+            }
             r = &mut done => {
                 finished = match r {
                     Ok(t) => Some(t),
@@ -339,7 +383,7 @@ async fn follow(
                 }
                 if last_write.elapsed() >= STREAM_KEEPALIVE {
                     last_write = tokio::time::Instant::now();
-                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    if tx.send(StreamEvent::KeepAlive).await.is_err() {
                         break;
                     }
                 }
@@ -350,11 +394,7 @@ async fn follow(
             if !text.is_empty() {
                 sent += text.len();
                 last_write = tokio::time::Instant::now();
-                if tx
-                    .send(sse("delta", &json!({ "text": text })))
-                    .await
-                    .is_err()
-                {
+                if tx.send(StreamEvent::Delta(text)).await.is_err() {
                     break;
                 }
             }
@@ -363,6 +403,20 @@ async fn follow(
     drop(done);
     app.executor.forget(id);
     if let Some(t) = finished {
-        let _ = tx.send(sse("done", &TaskView::new(&t, true))).await;
+        // A reader that was following the text gets all of it before the
+        // end, even when the last pieces had not reached it (through Redis,
+        // from another instance): the stored output is the whole text.
+        if sent > 0
+            && let Some(text) = t
+                .output
+                .as_deref()
+                .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+                .and_then(|o| o.get("text").and_then(|v| v.as_str().map(str::to_owned)))
+            && sent < text.len()
+            && text.is_char_boundary(sent)
+        {
+            let _ = tx.send(StreamEvent::Delta(text[sent..].to_owned())).await;
+        }
+        let _ = tx.send(StreamEvent::Done(Box::new(t))).await;
     }
 }

@@ -24,10 +24,10 @@ use taskgate_server::config::ApiOverride;
 
 use crate::utils::{Backend, TestApp, TestClient, both};
 
-const SECRET: &str = "sk-fake-0123456789-do-not-leak";
+pub(crate) const SECRET: &str = "sk-fake-0123456789-do-not-leak";
 
 #[derive(Clone)]
-enum Reply {
+pub(crate) enum Reply {
     Json(u16, Value),
     /// SSE events sent `gap` apart; with `hang`, the stream then stays open.
     Sse(Vec<Value>, Duration, bool),
@@ -35,11 +35,11 @@ enum Reply {
 }
 
 #[derive(Clone, Default)]
-struct Fake {
+pub(crate) struct Fake {
     replies: Arc<Mutex<VecDeque<Reply>>>,
     always: Arc<Mutex<Option<Reply>>>,
-    seen: Arc<Mutex<Vec<(String, HeaderMap, Value)>>>,
-    closed: Arc<AtomicBool>,
+    pub(crate) seen: Arc<Mutex<Vec<(String, HeaderMap, Value)>>>,
+    pub(crate) closed: Arc<AtomicBool>,
 }
 
 struct CloseFlag(Arc<AtomicBool>);
@@ -98,7 +98,7 @@ async fn handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: Bytes
 }
 
 impl Fake {
-    async fn start() -> (Self, String) {
+    pub(crate) async fn start() -> (Self, String) {
         let fake = Fake::default();
         let app = Router::new().fallback(handle).with_state(fake.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -107,21 +107,21 @@ impl Fake {
         (fake, format!("http://{addr}/v1"))
     }
 
-    fn then(&self, r: Reply) -> &Self {
+    pub(crate) fn then(&self, r: Reply) -> &Self {
         self.replies.lock().push_back(r);
         self
     }
 
-    fn always(&self, r: Reply) {
+    pub(crate) fn always(&self, r: Reply) {
         *self.always.lock() = Some(r);
     }
 
-    fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.seen.lock().len()
     }
 }
 
-fn chat_completion(text: &str) -> Reply {
+pub(crate) fn chat_completion(text: &str) -> Reply {
     Reply::Json(
         200,
         json!({
@@ -134,13 +134,13 @@ fn chat_completion(text: &str) -> Reply {
     )
 }
 
-fn chunk(delta: Value, finish: Option<&str>) -> Value {
+pub(crate) fn chunk(delta: Value, finish: Option<&str>) -> Value {
     json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
            "model": "gpt-4o-mini-2024-07-18",
            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 }
 
-fn streamed(words: &[&str], gap: Duration) -> Reply {
+pub(crate) fn streamed(words: &[&str], gap: Duration) -> Reply {
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
     events.extend(words.iter().map(|w| chunk(json!({"content": w}), None)));
     events.push(chunk(json!({}), Some("stop")));
@@ -152,7 +152,7 @@ fn streamed(words: &[&str], gap: Duration) -> Reply {
     Reply::Sse(events, gap, false)
 }
 
-fn provider(base: &str, stream: bool) -> ProviderConfig {
+pub(crate) fn provider(base: &str, stream: bool) -> ProviderConfig {
     ProviderConfig {
         protocol: Protocol::Openai,
         base_url: Some(base.to_owned()),
@@ -170,7 +170,7 @@ fn provider(base: &str, stream: bool) -> ProviderConfig {
 }
 
 /// A `chat` API at provider `fake` priced $0.0015 / $0.002 per 1K tokens.
-fn chat_api(config: &mut Config, base: &str, stream: bool) {
+pub(crate) fn chat_api(config: &mut Config, base: &str, stream: bool) {
     config
         .providers
         .insert("fake".to_owned(), provider(base, stream));
@@ -270,7 +270,10 @@ async fn chat_through_the_gateway(backend: Backend) {
 both!(chat_through_the_gateway);
 
 /// Reads an SSE body to its end: `(event, data)` pairs.
-async fn read_events(c: &TestClient, id: &str) -> (Vec<(String, Value)>, Option<String>) {
+pub(crate) async fn read_events(
+    c: &TestClient,
+    id: &str,
+) -> (Vec<(String, Value)>, Option<String>) {
     let resp = c
         .request(reqwest::Method::GET, &format!("tasks/{id}/stream"))
         .send()
@@ -533,7 +536,7 @@ async fn test_mode_never_calls_upstream(backend: Backend) {
     assert_eq!(t["mode"], "test");
     assert!(t["output"]["text"].is_string());
     assert_eq!(t["usage"]["cost_usd"], "0.000000");
-    // The sandbox's reply streams too.
+    // The sandbox's reply streams too, word by word over the delay.
     let mut call = hello();
     call["mode"] = json!("async");
     call["sandbox"] = json!({"delay_ms": 300});
@@ -542,7 +545,15 @@ async fn test_mode_never_calls_upstream(backend: Backend) {
         .unwrap()
         .to_owned();
     let (events, _) = read_events(&c, &id).await;
-    assert_eq!(events.last().unwrap().0, "done");
+    let (last, done) = events.last().unwrap();
+    assert_eq!(last, "done");
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|(e, _)| e == "delta")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert!(deltas.len() > 1, "{deltas:?}");
+    assert_eq!(deltas.concat(), done["output"]["text"].as_str().unwrap());
     assert_eq!(fake.requests(), 0);
     app.stop().await;
 }

@@ -72,6 +72,8 @@ impl TestApp {
         let mut config = Config {
             listen: "127.0.0.1:0".to_owned(),
             log_format: "text".to_owned(),
+            // Tests stop servers with tasks still running: no long grace.
+            shutdown_grace_ms: 2_000,
             ..Config::default()
         };
         config.plans.insert(
@@ -151,6 +153,25 @@ impl TestApp {
 
     pub fn anonymous(&self) -> TestClient {
         TestClient::new(&self.base, None)
+    }
+
+    /// Another instance on the same store, as a second process runs one:
+    /// its own pool, listener and runner id; `f` adjusts its configuration.
+    pub async fn another_instance(&self, f: impl FnOnce(&mut Config)) -> Server {
+        let mut config = self.config.clone();
+        f(&mut config);
+        let store = taskgate_server::open_store(&config)
+            .await
+            .expect("open store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        taskgate_server::start_with_env(
+            config,
+            store,
+            Some(listener),
+            std::sync::Arc::new(|_: &str| None),
+        )
+        .await
+        .expect("server starts")
     }
 
     /// Stops the server and drops the store.

@@ -97,6 +97,15 @@ impl_store!(SqliteStore, "sqlite", STATEMENTS);
 crate::users::impl_users!(SqliteStore);
 crate::usage::impl_requests!(SqliteStore);
 
+impl SqliteStore {
+    /// One process owns a SQLite store: it knows its own tasks' ends.
+    async fn listen_task_ends(
+        &self,
+    ) -> StoreResult<Option<tokio::sync::mpsc::Receiver<crate::TaskEnd>>> {
+        Ok(None)
+    }
+}
+
 /// The hot-path task writes, through the batching writer with the same SQL
 /// text as the other backends.
 impl SqliteStore {

@@ -1,0 +1,3 @@
+module github.com/taskgate/taskgate/clients/go
+
+go 1.23

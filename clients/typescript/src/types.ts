@@ -1,0 +1,78 @@
+// Friendly names for the wire types generated from the OpenAPI document
+// (src/generated/schema.ts; `npm run generate` remakes it).
+
+import type { components } from "./generated/schema.js";
+
+type Schemas = components["schemas"];
+
+/** A task (`GET /call/{id}`; in list items `output` is absent). */
+export type Task = Schemas["Task"];
+/** A task with its `input`, `key_id`, `idempotency_key`, `events` and `attempts` (`GET /tasks/{id}`). */
+export type TaskDetail = Schemas["TaskDetails"];
+/** A task's status: `queued`, `running`, `succeeded`, `failed` or `cancelled`. */
+export type TaskStatus = Schemas["Status"];
+/** A task's usage and cost. */
+export type Usage = Schemas["Usage"];
+/** Why a task failed: `{code, message, upstream_status}`. */
+export type TaskError = Schemas["TaskError"];
+/** One transition of a task: `{status, at, message}`. */
+export type TaskEvent = Schemas["Event"];
+/** One upstream attempt of a task. */
+export type TaskAttempt = Schemas["Attempt"];
+/** A page of `GET /tasks` as the wire has it. */
+export type TaskList = Schemas["TaskList"];
+/** An API of the catalog, as `GET /apis` lists it. */
+export type Api = Schemas["ApiSummary"];
+/** An API with its `input_schema`, `output_schema`, `examples` and `limits` (`GET /apis/{slug}`). */
+export type ApiDetail = Schemas["ApiDetails"];
+/** A page of `GET /apis` as the wire has it. */
+export type ApiList = Schemas["ApiList"];
+/** An API's price. */
+export type Pricing = Schemas["Pricing"];
+/** An API's limits: `{timeout_ms, max_input_bytes}`. */
+export type ApiLimits = Schemas["Limits"];
+/** One example of an API: `{input, output}`. */
+export type ApiExample = Schemas["Example"];
+/**
+ * A call's `sandbox` (test keys only): simulate a slow, failing or hanging task. Written by
+ * hand: the document's schema (an object plus an `anyOf` with a `not`) comes out of the
+ * generator as `unknown`. The fields are those of `components["schemas"]["Sandbox"]`.
+ */
+export interface Sandbox {
+  /** Delay the outcome by this many milliseconds (0 to 600000). */
+  delay_ms?: number;
+  /** `succeeded` (default), `failed` (with `error_code`), or `timeout` (hang until `timeout_ms`). */
+  outcome?: "succeeded" | "failed" | "timeout";
+  /** With `outcome: "failed"`: the task's error code (default `upstream_error`). */
+  error_code?:
+    | "upstream_error"
+    | "upstream_timeout"
+    | "invalid_upstream_response"
+    | "timeout"
+    | "internal_error"
+    | "rate_limited_upstream";
+}
+/** A call's `metadata`: string keys and values, or `null` for none. */
+export type Metadata = Schemas["Metadata"];
+/** The error envelope of every failed request. */
+export type ErrorEnvelope = Schemas["ErrorEnvelope"];
+
+/** The terminal statuses: a task in one of them never changes again. */
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ["succeeded", "failed", "cancelled"];
+
+/** One event of `tasks.stream`: a piece of generated text, then the final task. */
+export type StreamEvent = { type: "delta"; text: string } | { type: "done"; task: Task };
+
+/** The APIs the OpenAPI document describes (the built-in catalog), e.g. `"sentiment"`. */
+export type KnownApi = {
+  [K in keyof Schemas]: K extends `${infer Slug}.input` ? Slug : never;
+}[keyof Schemas];
+
+/**
+ * The `input` of an API: its generated schema for the APIs the document describes
+ * (`ApiInput<"sentiment">` is `{ text: string }`), any JSON object for the others
+ * (APIs configured on a server, such as `chat`).
+ */
+export type ApiInput<A extends string> = `${A}.input` extends keyof Schemas
+  ? Schemas[`${A}.input`]
+  : Record<string, unknown>;

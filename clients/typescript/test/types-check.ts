@@ -1,0 +1,125 @@
+// Compiled (never run) by typing.test.mjs: the published declarations (dist/*.d.ts)
+// as a TypeScript user sees them, under `strict`.
+
+import Taskgate, {
+  APIConnectionError,
+  APIError,
+  NotFoundError,
+  RateLimitError,
+  TaskgateError,
+  WaitTimeoutError,
+  type Api,
+  type ApiDetail,
+  type ApiInput,
+  type Page,
+  type RateLimitInfo,
+  type StreamEvent,
+  type Task,
+  type TaskDetail,
+  type TaskStatus,
+} from "../dist/index.js";
+
+async function user(): Promise<void> {
+  const tg = new Taskgate({ apiKey: "tg_x", baseURL: "http://127.0.0.1:8080/api/v1", timeout: 1000, maxRetries: 0 });
+  const t: Task = await tg.call({ api: "sentiment", input: { text: "hi" } });
+  const status: TaskStatus = t.status;
+  const cost: string = t.usage.cost_usd;
+  await tg.call({ api: "chat", input: { messages: [{ role: "user", content: "hi" }] }, mode: "async" });
+  await tg.call({
+    api: "token-count",
+    input: { text: "x", encoding: "cl100k_base" },
+    metadata: { k: "v" },
+    timeoutMs: 100,
+    idempotencyKey: "k",
+    sandbox: { delay_ms: 1, outcome: "failed", error_code: "timeout" },
+  });
+  // @ts-expect-error sentiment's input needs `text`
+  await tg.call({ api: "sentiment", input: {} });
+  // @ts-expect-error mode is sync or async
+  await tg.call({ api: "sentiment", input: { text: "x" }, mode: "later" });
+  const input: ApiInput<"sentiment"> = { text: "typed" };
+  void input;
+
+  const d: TaskDetail = await tg.tasks.get(t.id);
+  const events: string[] = d.events.map((e) => e.status);
+  const done: Task = await tg.tasks.wait(t.id, { timeoutMs: 60000 });
+  const cancelled: Task = await tg.tasks.cancel(t.id);
+  for await (const item of tg.tasks.list({ limit: 10, status: ["failed", "cancelled"], order: "asc", createdAfter: new Date() })) {
+    const id: string = item.id;
+    void id;
+  }
+  const page: Page<Task> = await tg.tasks.listPage({ limit: 10 });
+  const next: string | null = page.nextCursor;
+  // The README's "Pagination": a page's nextCursor (string | null) is the next request's cursor.
+  await tg.tasks.listPage({ limit: 10, cursor: page.nextCursor });
+  const apiPage = await tg.apis.listPage({ limit: 2 });
+  await tg.apis.listPage({ limit: 2, cursor: apiPage.nextCursor });
+  for await (const item of tg.tasks.list({ cursor: page.nextCursor })) void item;
+  for await (const event of tg.tasks.stream(t.id)) {
+    const e: StreamEvent = event;
+    if (event.type === "delta") {
+      const text: string = event.text;
+      void text;
+    } else {
+      const final: Task = event.task;
+      void final;
+    }
+    void e;
+  }
+  const { text, task } = await tg.tasks.stream(t.id).collect();
+  const apis: Api[] = await tg.apis.list({ kind: "chat", limit: 2 }).toArray();
+  const api: ApiDetail = await tg.apis.get("sentiment");
+  const limits: number = api.limits.timeout_ms;
+  const rl: RateLimitInfo = tg.lastRateLimit;
+  const remaining: number | undefined = rl.remaining;
+  const rid: string | undefined = tg.lastRequestId;
+  void [status, cost, events, done, cancelled, next, text, task, apis, limits, remaining, rid];
+
+  try {
+    await tg.tasks.get("task_x");
+  } catch (err) {
+    if (err instanceof RateLimitError) {
+      const after: number | undefined = err.retryAfter;
+      void after;
+    } else if (err instanceof APIError) {
+      const fields: [number, string | undefined, string | undefined, string | null, string | undefined] = [
+        err.status,
+        err.code,
+        err.type,
+        err.param,
+        err.requestId,
+      ];
+      void fields;
+    } else if (err instanceof APIConnectionError || err instanceof WaitTimeoutError) {
+      void err.message;
+    } else if (err instanceof TaskgateError) {
+      void err;
+    }
+  }
+
+  // The README's "Errors" example: the base class reads the answer's fields too.
+  try {
+    await tg.tasks.get("task_01JD…");
+  } catch (err) {
+    if (err instanceof NotFoundError) console.log("no such task", err.requestId);
+    else if (err instanceof RateLimitError) console.log(`retry in ${err.retryAfter} s`);
+    else if (err instanceof TaskgateError) console.log(err.status, err.code, err.message);
+    else throw err;
+  }
+  try {
+    await tg.apis.get("x");
+  } catch (err) {
+    if (err instanceof TaskgateError) {
+      const fields: [number | undefined, string | undefined, string | undefined, string | null | undefined, string | undefined, string | undefined] = [
+        err.status,
+        err.code,
+        err.type,
+        err.param,
+        err.requestId,
+        err.request_id,
+      ];
+      void fields;
+    }
+  }
+}
+void user;

@@ -1,0 +1,336 @@
+//! Redis, then PostgreSQL, lost under a running instance with requests
+//! flowing: answered 503 (`rate_limiter_unavailable`, then
+//! `storage_unavailable`) within the deadlines (never a hang, never a 500),
+//! readiness says what is down, and once each is back the instance serves
+//! again by itself, with no task lost or stuck. On a private PostgreSQL
+//! cluster (`initdb` on a free port) and a private `redis-server`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use taskgate_core::KeyType;
+use taskgate_server::{Config, admin};
+
+use crate::instances::{PrivateRedis, free_port};
+use crate::utils::TestClient;
+
+/// A PostgreSQL cluster of the test's own, run as `postgres` when the test
+/// runs as root (PostgreSQL refuses root).
+struct PrivatePostgres {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PrivatePostgres {
+    /// `None` when PostgreSQL's server programs are not installed.
+    fn create() -> Option<Self> {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join("initdb").exists())?;
+        let as_postgres = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("taskgate_pg_{}_{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pg = Self {
+            bin,
+            dir,
+            port,
+            as_postgres,
+        };
+        if as_postgres {
+            assert!(
+                Command::new("chown")
+                    .arg("postgres")
+                    .arg(&pg.dir)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+        let data = pg.dir.join("data");
+        let ok = pg
+            .run(
+                "initdb",
+                &[
+                    "-D",
+                    data.to_str().unwrap(),
+                    "-A",
+                    "trust",
+                    "-U",
+                    "postgres",
+                ],
+            )
+            .success();
+        assert!(ok, "initdb failed");
+        Some(pg)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> std::process::ExitStatus {
+        let exe = self.bin.join(program);
+        let mut cmd = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(exe);
+            c
+        } else {
+            Command::new(exe)
+        };
+        cmd.args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+    }
+
+    fn start(&self) {
+        let data = self.dir.join("data");
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("log");
+        let ok = self
+            .run(
+                "pg_ctl",
+                &[
+                    "-D",
+                    data.to_str().unwrap(),
+                    "-o",
+                    &options,
+                    "-l",
+                    log.to_str().unwrap(),
+                    "-w",
+                    "start",
+                ],
+            )
+            .success();
+        assert!(ok, "pg_ctl start failed");
+    }
+
+    /// As a crash looks to clients: no goodbye.
+    fn stop(&self) {
+        let data = self.dir.join("data");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+
+    fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Requests sent one after another until told to stop: every answer's
+/// status, and the ids of the tasks made.
+async fn load(
+    client: TestClient,
+    stop: tokio_util::sync::CancellationToken,
+) -> (Vec<u16>, Vec<String>) {
+    let (mut statuses, mut ids) = (Vec::new(), Vec::new());
+    while !stop.is_cancelled() {
+        let r = client
+            .call(
+                json!({"api": "sentiment", "input": {"text": "x"}, "mode": "async",
+                         "sandbox": {"delay_ms": 200}}),
+            )
+            .await;
+        statuses.push(r.status.as_u16());
+        if r.status == 202 {
+            ids.push(r.data()["id"].as_str().unwrap().to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (statuses, ids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_redis_then_postgresql_under_load_is_503_and_it_recovers_by_itself() {
+    let Some(pg) = PrivatePostgres::create() else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("PostgreSQL's server programs (initdb, pg_ctl) are required in CI");
+        }
+        eprintln!("SKIPPED: chaos test (no PostgreSQL server programs under /usr/lib/postgresql)");
+        return;
+    };
+    let redis_port = free_port();
+    let Some(mut redis) = PrivateRedis::start(redis_port) else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("redis-server is required in CI");
+        }
+        eprintln!("SKIPPED: chaos test (no redis-server)");
+        return;
+    };
+    redis.up().await;
+    pg.start();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&pg.url("postgres"))
+        .await
+        .unwrap();
+    sqlx::query("CREATE DATABASE tg")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    drop(conn);
+
+    let mut config = Config {
+        listen: "127.0.0.1:0".to_owned(),
+        database_url: pg.url("tg"),
+        redis_url: Some(format!("redis://127.0.0.1:{redis_port}")),
+        shutdown_grace_ms: 2_000,
+        ..Config::default()
+    };
+    config.database.acquire_timeout_ms = 1_000;
+    // Limited (so the limiter asks Redis), but never reached here.
+    config.plans.insert(
+        "big".parse().unwrap(),
+        taskgate_server::config::PlanLimits {
+            per_minute: Some(1_000_000),
+            per_day: None,
+            max_running_tasks: None,
+        },
+    );
+    let store = taskgate_server::open_store(&config).await.unwrap();
+    let account = admin::create_account(&*store, &config, "chaos", "big", None)
+        .await
+        .unwrap();
+    let account = account["id"].as_str().unwrap();
+    let key = |t| {
+        admin::create_key(
+            &*store,
+            admin::NewKey {
+                account_id: account,
+                key_type: t,
+                name: "chaos",
+                scopes: None,
+                apis: None,
+                expires_in_ms: None,
+            },
+        )
+    };
+    let live = key(KeyType::Live).await.unwrap()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let test = key(KeyType::Test).await.unwrap()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = taskgate_server::start_with_env(
+        config,
+        store,
+        Some(listener),
+        std::sync::Arc::new(|_: &str| None),
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{}", server.addr);
+    let background_client = TestClient::new(&base, Some(&test));
+    let (live, test) = (
+        TestClient::new(&base, Some(&live)),
+        TestClient::new(&base, Some(&test)),
+    );
+    let call = json!({"api": "sentiment", "input": {"text": "fine"}});
+    live.call(call.clone()).await.expect(200);
+    // A task running through the outages.
+    let through = test
+        .call(
+            json!({"api": "sentiment", "input": {"text": "x"}, "mode": "async",
+                     "sandbox": {"delay_ms": 1500}}),
+        )
+        .await
+        .expect(202);
+    let through = through.data()["id"].as_str().unwrap().to_owned();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let background = tokio::spawn(load(background_client, stop.clone()));
+
+    // Redis away: the limiter refuses (closed), storage still serves reads.
+    redis.stop();
+    let r = live
+        .call(call.clone())
+        .await
+        .expect_error(503, "rate_limiter_unavailable");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let redis = PrivateRedis::start(redis_port).expect("redis-server restarts");
+    redis.up().await;
+    live.call(call.clone()).await.expect(200);
+
+    // PostgreSQL away.
+    pg.stop();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let r = live
+            .call(call.clone())
+            .await
+            .expect_error(503, "storage_unavailable");
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "an answer, not a hang"
+        );
+    }
+    let r = TestClient::new(&base, None)
+        .get("/readyz")
+        .await
+        .expect(503);
+    assert_eq!(r.body["error"]["code"], "storage_unavailable");
+    assert_eq!(r.body["error"]["details"]["storage"], "down");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    pg.start();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = live.call(call.clone()).await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "only 503 while it comes back: {}", r.text);
+        assert!(Instant::now() < deadline, "the instance did not recover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.cancel();
+    let (statuses, ids) = background.await.unwrap();
+    assert!(
+        statuses.iter().all(|s| [202, 503].contains(s)),
+        "no answer but 202 and 503 under load: {statuses:?}"
+    );
+    assert!(
+        statuses.contains(&503) && statuses.contains(&202),
+        "{statuses:?}"
+    );
+    // No task lost or stuck: each one made ends, once.
+    for id in ids.iter().chain(std::iter::once(&through)) {
+        let t = test.wait_terminal(id).await;
+        assert_eq!(t["status"], "succeeded", "{t}");
+    }
+    server.stop().await.unwrap();
+}
