@@ -6,18 +6,26 @@
 //! `http.body_read_timeout_ms`, answered `408 request_timeout`.)
 //!
 //! axum's own `serve` sets none of these; this is its loop with them.
+//!
+//! A stop is made so that a proxy in front never sees a request dropped:
+//! connections the kernel completed but nobody accepted yet are accepted and
+//! served, then the listener closes (a new connection is refused, so a proxy
+//! tries another instance instead of waiting on a socket nobody reads);
+//! every answer after the stop says `Connection: close`; and a kept-alive
+//! connection closes only after [`DRAIN_LINGER`] without a request, so one a
+//! proxy had already sent when the stop came is answered, not reset.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::Request;
+use axum::http::{HeaderValue, Request, Version, header};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
@@ -28,6 +36,10 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::config::HttpConfig;
+
+/// How long a kept-alive connection stays open after a stop without a
+/// request before it closes.
+const DRAIN_LINGER: Duration = Duration::from_millis(500);
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets every
 /// connection finish its requests in flight and returns.
@@ -67,6 +79,17 @@ pub async fn serve(
             drop(permit);
         });
     }
+    // What the kernel accepted before the stop is served; then the port closes.
+    while let Some((stream, remote)) = std::future::poll_fn(|cx| match listener.poll_accept(cx) {
+        std::task::Poll::Ready(Ok(accepted)) => std::task::Poll::Ready(Some(accepted)),
+        _ => std::task::Poll::Ready(None),
+    })
+    .await
+    {
+        let (app, stop) = (app.clone(), stop.clone());
+        connections.spawn(connection(stream, remote, app, http, stop));
+    }
+    drop(listener);
     stop.cancel();
     connections.close();
     connections.wait().await;
@@ -88,14 +111,24 @@ async fn connection(
         move || last.store(born.elapsed().as_millis() as u64, Ordering::Relaxed)
     };
     let on_request = touch.clone();
+    let http2 = Arc::new(AtomicBool::new(false));
+    let (on_request_http2, stopping) = (http2.clone(), stop.clone());
     let service = app
         .map_request(move |mut req: Request<hyper::body::Incoming>| {
             on_request();
+            if req.version() == Version::HTTP_2 {
+                on_request_http2.store(true, Ordering::Relaxed);
+            }
             req.extensions_mut().insert(ConnectInfo(remote));
             req.map(Body::new)
         })
-        .map_response(move |res| {
+        .map_response(move |mut res: axum::response::Response| {
             touch();
+            // HTTP/2 says it with GOAWAY; the header is not allowed there.
+            if stopping.is_cancelled() && !http2.load(Ordering::Relaxed) {
+                res.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             res
         });
     let mut builder = Builder::new(TokioExecutor::new());
@@ -112,7 +145,7 @@ async fn connection(
     let idle = Duration::from_millis(http.idle_timeout_ms);
     let mut tick =
         tokio::time::interval((idle / 4).clamp(Duration::from_millis(25), Duration::from_secs(1)));
-    let mut closing = false;
+    let (mut closing, mut draining) = (false, false);
     loop {
         tokio::select! {
             result = conn.as_mut() => {
@@ -121,13 +154,15 @@ async fn connection(
                 }
                 return;
             }
-            _ = stop.cancelled(), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
+            _ = stop.cancelled(), if !draining && !closing => {
+                // A request may be on its way: the quiet is counted from now.
+                draining = true;
+                last.store(born.elapsed().as_millis() as u64, Ordering::Relaxed);
+                tick = tokio::time::interval(DRAIN_LINGER / 5);
             }
             _ = tick.tick(), if !closing => {
                 let quiet = born.elapsed().saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
-                if quiet >= idle {
+                if quiet >= if draining { DRAIN_LINGER.min(idle) } else { idle } {
                     // Requests in flight finish; the connection then closes.
                     closing = true;
                     conn.as_mut().graceful_shutdown();

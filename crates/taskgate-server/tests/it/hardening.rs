@@ -115,6 +115,8 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         RunnerId::parse("panic-test").unwrap(),
         1,
         Default::default(),
+        None,
+        std::time::Duration::from_secs(30),
     )
     .await
     .unwrap();
@@ -468,6 +470,84 @@ async fn idle_connections_are_closed() {
         .unwrap();
     let answer = read_until_closed(&mut conn).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    app.stop().await;
+}
+
+/// One HTTP/1.1 answer read off a kept-alive connection, headers and body.
+async fn read_answer(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&all).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap())
+                })
+                .unwrap_or(0);
+            if all.len() >= end + 4 + length {
+                return text;
+            }
+        }
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("an answer within 5 s")
+            .unwrap();
+        assert!(n > 0, "the connection closed before the answer: {text}");
+        all.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A stop drops nothing a proxy sent: a request on a kept-alive connection
+/// just after the stop is answered, with `Connection: close`, and then the
+/// connection closes; a new connection is refused at once (so a proxy tries
+/// another instance), not left waiting in the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_answers_what_was_sent_and_refuses_new_connections() {
+    use tokio::io::AsyncWriteExt;
+    let Some(mut app) = TestApp::builder(Backend::Sqlite).start().await else {
+        return;
+    };
+    let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut kept = connect(&app).await;
+    kept.write_all(request).await.unwrap();
+    let first = read_answer(&mut kept).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(
+        !first.to_ascii_lowercase().contains("connection: close"),
+        "{first}"
+    );
+
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let server = app.server.take().expect("running");
+    let stopped = tokio::spawn(server.stop());
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    kept.write_all(request).await.unwrap();
+    let second = read_until_closed(&mut kept).await;
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    assert!(
+        second.to_ascii_lowercase().contains("connection: close"),
+        "{second}"
+    );
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        tokio::net::TcpStream::connect(&addr),
+    )
+    .await
+    .expect("a connection attempt is answered at once");
+    assert_eq!(
+        refused.map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::ConnectionRefused
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(10), stopped)
+        .await
+        .expect("the stop ends")
+        .unwrap()
+        .expect("a clean stop");
     app.stop().await;
 }
 
