@@ -174,6 +174,9 @@ pub struct DatabaseConfig {
     pub acquire_timeout_ms: u64,
     /// Longest run of one statement before PostgreSQL cancels it.
     pub statement_timeout_ms: u64,
+    /// Times a batch of task writes that met a serialization failure or a
+    /// deadlock is run again before its writes fail.
+    pub retries: u32,
 }
 
 impl Default for DatabaseConfig {
@@ -183,6 +186,7 @@ impl Default for DatabaseConfig {
             max_connections: d.max_connections,
             acquire_timeout_ms: d.acquire_timeout.as_millis() as u64,
             statement_timeout_ms: d.statement_timeout.as_millis() as u64,
+            retries: d.retries,
         }
     }
 }
@@ -193,6 +197,7 @@ impl DatabaseConfig {
             max_connections: self.max_connections,
             acquire_timeout: std::time::Duration::from_millis(self.acquire_timeout_ms),
             statement_timeout: std::time::Duration::from_millis(self.statement_timeout_ms),
+            retries: self.retries,
         }
     }
 }
@@ -381,6 +386,7 @@ impl Config {
             100,
             DAY_MS,
         )?;
+        in_range("database.retries", self.database.retries.into(), 0, 100)?;
         in_range("max_body_bytes", self.max_body_bytes as u64, 1024, 1 << 30)?;
         in_range("workers", self.workers as u64, 1, 100_000)?;
         in_range(

@@ -347,6 +347,9 @@ pub struct PoolOptions {
     pub acquire_timeout: std::time::Duration,
     /// Longest run of one statement before the database cancels it.
     pub statement_timeout: std::time::Duration,
+    /// How many times a batch of writes that met a serialization failure or
+    /// a deadlock (other instances writing the same rows) is run again.
+    pub retries: u32,
 }
 
 impl Default for PoolOptions {
@@ -355,6 +358,7 @@ impl Default for PoolOptions {
             max_connections: 16,
             acquire_timeout: std::time::Duration::from_secs(3),
             statement_timeout: std::time::Duration::from_secs(30),
+            retries: 3,
         }
     }
 }

@@ -120,6 +120,8 @@ conformance! {
         concurrent_claim_once,
         concurrent_finish_once,
         concurrent_reservations_never_overshoot,
+        concurrent_writes_each_commit,
+        a_failing_write_fails_alone,
     ],
 }
 

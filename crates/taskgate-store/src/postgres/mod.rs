@@ -1,5 +1,7 @@
 //! PostgreSQL, for several instances sharing one store.
 
+mod batch;
+
 use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -9,10 +11,11 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::mpsc;
 
 use crate::{PoolOptions, StoreError, StoreResult, TaskEnd};
+use batch::{Batcher, Done, Work};
 
 /// The channel of migration 0007's notifications.
 const TASK_ENDED: &str = "taskgate_task_ended";
-use crate::sql::{Dialect, Statements, impl_sqlx_hot_writes, impl_store};
+use crate::sql::{Dialect, Statements, impl_store};
 
 static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
@@ -23,6 +26,8 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
 
 pub struct PgStore {
     pool: PgPool,
+    /// The hot path's task writes, committed in batches.
+    batcher: Batcher,
 }
 
 impl PgStore {
@@ -38,7 +43,10 @@ impl PgStore {
             .acquire_timeout(settings.acquire_timeout)
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        // Writers take turns: at most half the pool, so reads are not starved.
+        let writers = (settings.max_connections as usize / 2).clamp(1, 4);
+        let batcher = Batcher::start(pool.clone(), writers, settings.retries);
+        Ok(Self { pool, batcher })
     }
 
     fn writer(&self) -> &PgPool {
@@ -93,4 +101,110 @@ impl PgStore {
 impl_store!(PgStore, "postgres", STATEMENTS);
 crate::users::impl_users!(PgStore);
 crate::usage::impl_requests!(PgStore);
-impl_sqlx_hot_writes!(PgStore, STATEMENTS);
+
+/// The task reads and writes of the hot path: writes through the batcher,
+/// reads straight from the pool.
+impl PgStore {
+    async fn hot_insert_task(&self, t: &crate::TaskRecord) -> StoreResult<()> {
+        self.batcher.run(Work::Insert(Box::new(t.clone()))).await?;
+        Ok(())
+    }
+
+    async fn hot_claim_task(
+        &self,
+        id: taskgate_core::TaskId,
+        runner: taskgate_core::RunnerId,
+        now: taskgate_core::Timestamp,
+        lease_until: taskgate_core::Timestamp,
+        event: taskgate_core::TaskEvent,
+    ) -> StoreResult<Option<crate::TaskRecord>> {
+        let work = Work::Claim {
+            id,
+            runner,
+            now,
+            lease_until,
+            event,
+        };
+        match self.batcher.run(work).await? {
+            Done::Claimed(task) => Ok(task.map(|t| *t)),
+            _ => unreachable!("a claim answers Claimed"),
+        }
+    }
+
+    async fn hot_finish_task(
+        &self,
+        id: taskgate_core::TaskId,
+        transition: crate::Transition,
+        f: &crate::TaskFinish,
+    ) -> StoreResult<bool> {
+        let work = Work::Finish {
+            id,
+            transition,
+            finish: Box::new(f.clone()),
+        };
+        match self.batcher.run(work).await? {
+            Done::Finished(ended) => Ok(ended),
+            _ => unreachable!("a finish answers Finished"),
+        }
+    }
+
+    async fn hot_get_task(
+        &self,
+        account_id: taskgate_core::AccountId,
+        mode: taskgate_core::Mode,
+        id: taskgate_core::TaskId,
+    ) -> StoreResult<Option<crate::TaskRecord>> {
+        Ok(sqlx::query_as(crate::sql::GET_TASK)
+            .bind(id)
+            .bind(account_id)
+            .bind(mode)
+            .fetch_optional(self.reader())
+            .await?)
+    }
+
+    async fn hot_list_tasks(&self, q: &crate::TaskQuery) -> StoreResult<Vec<crate::TaskRecord>> {
+        use crate::sql::Param;
+        let (sql, params) = crate::sql::list_tasks_sql(q);
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+        for p in params {
+            query = match p {
+                Param::Account(v) => query.bind(v),
+                Param::Mode(v) => query.bind(v),
+                Param::Status(v) => query.bind(v),
+                Param::Api(v) => query.bind(v),
+                Param::Task(v) => query.bind(v),
+                Param::Int(v) => query.bind(v),
+            };
+        }
+        Ok(query.fetch_all(self.reader()).await?)
+    }
+
+    async fn hot_cancel_task(
+        &self,
+        account_id: taskgate_core::AccountId,
+        mode: taskgate_core::Mode,
+        id: taskgate_core::TaskId,
+        now: taskgate_core::Timestamp,
+        event: taskgate_core::TaskEvent,
+    ) -> StoreResult<Option<crate::TaskRecord>> {
+        let mut tx = self.writer().begin().await?;
+        let cancelled: Option<crate::TaskRecord> = sqlx::query_as(STATEMENTS.cancel.as_str())
+            .bind(id)
+            .bind(account_id)
+            .bind(mode)
+            .bind(now)
+            .bind(event)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
+            sqlx::query(crate::sql::RELEASE_SPEND)
+                .bind(t.account_id)
+                .bind(t.created_at.month_key())
+                .bind(t.reserved_micros)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(cancelled)
+    }
+}

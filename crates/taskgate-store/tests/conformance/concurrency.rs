@@ -219,3 +219,57 @@ pub async fn concurrent_reservations_never_overshoot(store: Arc<dyn Store>) {
     assert_eq!(results.iter().filter(|r| **r).count(), 10, "{results:?}");
     assert_eq!(store.month_reserved(acme.id, &month).await.unwrap(), 100);
 }
+
+/// Many writes at once (committed together by a batching writer): each
+/// caller's answer holds, every task is stored, claimed once and finished
+/// with its spend.
+pub async fn concurrent_writes_each_commit(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let ended = race(120, |i| {
+        let (store, account) = (store.clone(), acme.id);
+        async move {
+            let t = insert(&*store, task_of(account, "live", "language")).await;
+            let claimed = store
+                .claim_task(t.id, &runner("runner-1"), at(T0 + 10), at(T0 + MINUTE))
+                .await
+                .expect("claim")
+                .expect("claimable");
+            assert_eq!(claimed.status, TaskStatus::Running);
+            let done = finish("succeeded", 10, T0 + 20 + i as i64, Some(account));
+            assert!(store.finish_task(t.id, &done).await.expect("finish"));
+            t.id
+        }
+    })
+    .await;
+    for id in ended {
+        assert_eq!(fetch(&*store, id).await.status, TaskStatus::Succeeded);
+    }
+    let spent = store
+        .month_spend(acme.id, &at(T0 + 20).month_key())
+        .await
+        .expect("spend");
+    assert_eq!(spent, 120 * 10);
+}
+
+/// A write that fails (a task id stored already) fails alone: the writes
+/// committed with it hold.
+pub async fn a_failing_write_fails_alone(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let taken = insert(&*store, task_of(acme.id, "live", "language")).await;
+    let results = race(40, |i| {
+        let (store, account, taken) = (store.clone(), acme.id, taken.clone());
+        async move {
+            let t = if i == 20 {
+                taken
+            } else {
+                task_of(account, "live", "language")
+            };
+            (t.id, store.insert_task(&t).await.is_ok())
+        }
+    })
+    .await;
+    for (i, (id, stored)) in results.into_iter().enumerate() {
+        assert_eq!(stored, i != 20, "write {i}");
+        fetch(&*store, id).await;
+    }
+}

@@ -1,0 +1,326 @@
+//! Group commit for PostgreSQL: the writes of the hot path (a task stored,
+//! claimed, finished) are queued and committed in batches, one transaction
+//! and one WAL flush for every write waiting, instead of one each.
+//!
+//! A few writers take turns at the queue: each takes every job waiting (up to
+//! [`MAX_BATCH`]), runs them in one transaction on a connection of the pool,
+//! commits, and only then answers each caller: an answer always means the
+//! write is committed. A job whose statement fails would abort the whole
+//! transaction, so the batch is rolled back and its jobs are run again one
+//! by one: one job's failure is that job's alone. A batch that meets a
+//! serialization failure or a deadlock (other instances write the same rows)
+//! is run again, up to the configured number of retries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool};
+use taskgate_core::{RunnerId, TaskEvent, TaskId, Timestamp};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::STATEMENTS;
+use crate::{StoreError, StoreResult, TaskFinish, TaskRecord, Transition};
+
+/// Jobs committed together at most.
+const MAX_BATCH: usize = 256;
+
+pub(super) enum Work {
+    Insert(Box<TaskRecord>),
+    Claim {
+        id: TaskId,
+        runner: RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        event: TaskEvent,
+    },
+    Finish {
+        id: TaskId,
+        transition: Transition,
+        finish: Box<TaskFinish>,
+    },
+}
+
+pub(super) enum Done {
+    Inserted,
+    Claimed(Option<Box<TaskRecord>>),
+    Finished(bool),
+}
+
+struct Job {
+    work: Work,
+    reply: oneshot::Sender<StoreResult<Done>>,
+}
+
+/// Why a batch did not commit.
+enum Failed {
+    /// A job's statement failed: the batch was rolled back.
+    Statement(sqlx::Error),
+    /// No connection, or the commit itself failed: the outcome is the
+    /// answer for every job (after a failed commit it is not known).
+    Batch(sqlx::Error),
+}
+
+pub(super) struct Batcher {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Batcher {
+    /// Starts `writers` writers on `pool`; a batch hit by a serialization
+    /// failure or a deadlock is run again up to `retries` times.
+    pub fn start(pool: PgPool, writers: usize, retries: u32) -> Self {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..writers.max(1) {
+            tokio::spawn(write_loop(pool.clone(), queue.clone(), retries));
+        }
+        Self { jobs }
+    }
+
+    /// Runs `work` in the next batch; answers once it is committed.
+    pub async fn run(&self, work: Work) -> StoreResult<Done> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { work, reply })
+            .map_err(|_| StoreError::WriterStopped)?;
+        answer.await.map_err(|_| StoreError::WriterStopped)?
+    }
+}
+
+async fn write_loop(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>, retries: u32) {
+    loop {
+        let mut batch = Vec::new();
+        {
+            // One writer gathers at a time; the others commit meanwhile.
+            let mut queue = queue.lock().await;
+            match queue.recv().await {
+                Some(job) => batch.push(job),
+                None => return, // the store was dropped
+            }
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+        }
+        commit(&pool, batch, retries).await;
+    }
+}
+
+/// Commits `batch` and answers its jobs; on a statement's failure, runs
+/// each job again alone.
+async fn commit(pool: &PgPool, batch: Vec<Job>, retries: u32) {
+    let mut tries = 0;
+    loop {
+        let works: Vec<&Work> = batch.iter().map(|j| &j.work).collect();
+        match attempt(pool, &works).await {
+            Ok(done) => {
+                for (job, done) in batch.into_iter().zip(done) {
+                    let _ = job.reply.send(Ok(done));
+                }
+                return;
+            }
+            Err(Failed::Statement(e)) if is_retryable(&e) && tries < retries => {
+                tries += 1;
+                tracing::debug!(error = %e, tries, "a batch of task writes met a conflict; again");
+                tokio::time::sleep(Duration::from_millis(5 * u64::from(tries))).await;
+            }
+            Err(Failed::Statement(e)) if batch.len() == 1 => {
+                let job = batch.into_iter().next().expect("one job");
+                let _ = job.reply.send(Err(e.into()));
+                return;
+            }
+            Err(Failed::Statement(_)) => {
+                for job in batch {
+                    Box::pin(commit(pool, vec![job], retries)).await;
+                }
+                return;
+            }
+            Err(Failed::Batch(e)) => {
+                for job in batch {
+                    let _ = job.reply.send(Err(StoreError::Database(same_error(&e))));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// `e` again, for each job of a batch (sqlx's errors are not `Clone`): a
+/// database out of reach stays that, so each answer is `503`.
+fn same_error(e: &sqlx::Error) -> sqlx::Error {
+    match e {
+        sqlx::Error::PoolTimedOut => sqlx::Error::PoolTimedOut,
+        sqlx::Error::PoolClosed => sqlx::Error::PoolClosed,
+        sqlx::Error::Io(io) => sqlx::Error::Io(std::io::Error::new(io.kind(), io.to_string())),
+        sqlx::Error::Tls(tls) => sqlx::Error::Tls(tls.to_string().into()),
+        e => sqlx::Error::Protocol(format!("batch not committed: {e}")),
+    }
+}
+
+/// The connection or the database went away (not a statement's own fault):
+/// I/O, or PostgreSQL's classes 08 (connection) and 57 (shut down).
+fn is_lost(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed => true,
+        e => e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+    }
+}
+
+/// Serialization failures and deadlocks: the same writes may succeed again.
+fn is_retryable(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "40001" || code == "40P01")
+}
+
+/// One transaction for all of `works`. A lone write of one statement runs
+/// without `BEGIN` and `COMMIT`: two round trips fewer when load is light.
+async fn attempt(pool: &PgPool, works: &[&Work]) -> Result<Vec<Done>, Failed> {
+    let mut conn = pool.acquire().await.map_err(Failed::Batch)?;
+    if let [work] = works
+        && !needs_transaction(work)
+    {
+        return run(&mut conn, work).await.map(|d| vec![d]).map_err(|e| {
+            if is_lost(&e) {
+                Failed::Batch(e)
+            } else {
+                Failed::Statement(e)
+            }
+        });
+    }
+    sqlx::raw_sql("BEGIN")
+        .execute(&mut *conn)
+        .await
+        .map_err(Failed::Batch)?;
+    let mut done = Vec::with_capacity(works.len());
+    for work in works {
+        match run(&mut conn, work).await {
+            Ok(d) => done.push(d),
+            // Run one by one, each would wait for the database again.
+            Err(e) if is_lost(&e) => {
+                conn.close_on_drop();
+                return Err(Failed::Batch(e));
+            }
+            Err(e) => {
+                // A connection that cannot roll back is not given back.
+                if sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+                    conn.close_on_drop();
+                }
+                return Err(Failed::Statement(e));
+            }
+        }
+    }
+    if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
+        conn.close_on_drop();
+        return Err(Failed::Batch(e));
+    }
+    Ok(done)
+}
+
+/// A finish may write spend rows too (a reservation released, a cost
+/// charged): those statements commit with it or not at all.
+fn needs_transaction(work: &Work) -> bool {
+    matches!(work, Work::Finish { .. })
+}
+
+async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> {
+    match work {
+        Work::Insert(t) => {
+            sqlx::query(crate::sql::INSERT_TASK)
+                .bind(t.id)
+                .bind(t.account_id)
+                .bind(t.mode)
+                .bind(&t.api)
+                .bind(t.status)
+                .bind(&t.input)
+                .bind(&t.output)
+                .bind(&t.error)
+                .bind(t.units)
+                .bind(t.input_tokens)
+                .bind(t.output_tokens)
+                .bind(t.cost_micros)
+                .bind(&t.metadata)
+                .bind(t.key_id)
+                .bind(&t.idempotency_key)
+                .bind(t.timeout_ms)
+                .bind(&t.sandbox)
+                .bind(&t.events)
+                .bind(&t.attempts)
+                .bind(t.created_at)
+                .bind(t.started_at)
+                .bind(t.completed_at)
+                .bind(&t.runner)
+                .bind(t.lease_until)
+                .bind(t.reserved_micros)
+                .execute(&mut *conn)
+                .await?;
+            Ok(Done::Inserted)
+        }
+        Work::Claim {
+            id,
+            runner,
+            now,
+            lease_until,
+            event,
+        } => Ok(Done::Claimed(
+            sqlx::query_as::<_, TaskRecord>(STATEMENTS.claim.as_str())
+                .bind(id)
+                .bind(now)
+                .bind(runner)
+                .bind(lease_until)
+                .bind(event)
+                .fetch_optional(&mut *conn)
+                .await?
+                .map(Box::new),
+        )),
+        Work::Finish {
+            id,
+            transition,
+            finish: f,
+        } => {
+            let ended: Option<(taskgate_core::AccountId, i64, Timestamp)> =
+                sqlx::query_as(STATEMENTS.ending(*transition))
+                    .bind(id)
+                    .bind(transition.to())
+                    .bind(&f.output)
+                    .bind(&f.error)
+                    .bind(f.units)
+                    .bind(f.input_tokens)
+                    .bind(f.output_tokens)
+                    .bind(f.cost_micros)
+                    .bind(&f.attempts)
+                    .bind(f.completed_at)
+                    .bind(f.event())
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            // Cancelled (or ended by the sweeper) meanwhile: the result is dropped.
+            let Some((account, reserved, created_at)) = ended else {
+                return Ok(Done::Finished(false));
+            };
+            if reserved > 0 {
+                sqlx::query(crate::sql::RELEASE_SPEND)
+                    .bind(account)
+                    .bind(created_at.month_key())
+                    .bind(reserved)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            if let (Some(account), true) = (f.charge_account, f.cost_micros > 0) {
+                sqlx::query(crate::sql::UPSERT_SPEND)
+                    .bind(account)
+                    .bind(f.completed_at.month_key())
+                    .bind(f.cost_micros)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok(Done::Finished(true))
+        }
+    }
+}
