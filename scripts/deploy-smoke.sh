@@ -158,12 +158,17 @@ account="$(cd "$work" && "$bin" --config "$work/taskgate.toml" --json accounts c
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
 key2="$(cd "$work" && "$bin" --config "$work/taskgate.toml" --json keys create --account "$account" --type live --name drain \
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')"
-(for _ in $(seq 1 150); do status "$base/api/v1/call" -H "Authorization: Bearer $key2" \
-    -d '{"api":"sentiment","input":{"text":"ok"}}'; echo; done) >"$work/answers.txt" &
-load=$!
-sleep 0.3
+# Four clients at once, so some request is always on its way to the instance.
+loads=()
+for c in 1 2 3 4; do
+    (for _ in $(seq 1 60); do status "$base/api/v1/call" -H "Authorization: Bearer $key2" \
+        -d '{"api":"sentiment","input":{"text":"ok"}}'; echo; done) >"$work/answers$c.txt" &
+    loads+=($!)
+done
+sleep 0.5
 kill -TERM "${pids[1]}"
-wait "$load"
+wait "${loads[@]}"
+cat "$work"/answers[1-4].txt >"$work/answers.txt"
 if grep -qv '^200$' "$work/answers.txt"; then
     fail "answers other than 200 while an instance drained: $(sort "$work/answers.txt" | uniq -c | tr '\n' ' ')"
 fi
