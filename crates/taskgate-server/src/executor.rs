@@ -29,7 +29,7 @@ use taskgate_core::{
 };
 use taskgate_providers::{Attempt, ExecContext, ExecError, Execution, LocalClock};
 use taskgate_store::prelude::*;
-use taskgate_store::{StoreResult, TaskEnd, TaskFinish, TaskRecord};
+use taskgate_store::{Claim, StoreResult, TaskEnd, TaskFinish, TaskRecord};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -135,6 +135,10 @@ impl Executor {
             };
             if end.status == TaskStatus::Cancelled {
                 self.cancel_running(end.id);
+            }
+            // A running task of the account may have ended: room under its cap.
+            if self.fair.unblock(end.account) {
+                self.wake.notify_one();
             }
             if self.waiters.lock().contains_key(&end.id) {
                 match self.store.get_task_by_id(end.id).await {
@@ -258,6 +262,9 @@ impl Executor {
                         // instance). While a backlog waits on its caps, less
                         // often: the read scans every queued task.
                         ticks += 1;
+                        // Accounts found at their cap try again: an end
+                        // whose notice was missed holds them a second at most.
+                        self.fair.unblock_all();
                         if self.fair.is_empty() || ticks.is_multiple_of(BUSY_POLL_TICKS) {
                             self.poll().await;
                         }
@@ -278,7 +285,7 @@ impl Executor {
             }
             let me = self.clone();
             self.tracker.spawn(async move {
-                me.run(id).await;
+                me.run(id, account).await;
                 me.inflight.lock().remove(&id);
                 drop(permit);
                 me.ended(account);
@@ -409,15 +416,35 @@ impl Executor {
             }
         };
         let now = task.created_at;
+        // With a cap, the store checks it over every instance's tasks; at
+        // the cap the task is stored queued instead.
+        let cap = self.fair.cap(account);
+        let unclaimed = cap.is_some().then(|| task.clone());
         let task = task.claimed(&self.runner, now, now.plus_ms(self.lease_ms))?;
         let token = CancellationToken::new();
         self.running.lock().insert(task.id, token.clone());
         self.inflight.lock().insert(task.id);
-        if let Err(e) = self.store.insert_task(&task).await {
+        let stored = match cap {
+            Some(cap) => self.store.insert_running_capped(&task, cap as u32).await,
+            None => self.store.insert_task(&task).await.map(|()| true),
+        };
+        if !matches!(stored, Ok(true)) {
             self.running.lock().remove(&task.id);
             self.inflight.lock().remove(&task.id);
-            self.ended(account);
-            return Err(e);
+            drop(permit);
+            self.fair.done(account);
+            let queued = match (stored, unclaimed) {
+                (Ok(false), Some(queued)) => queued,
+                (Err(e), _) => {
+                    self.wake.notify_one();
+                    return Err(e);
+                }
+                _ => unreachable!("only a capped insert is refused"),
+            };
+            self.store.insert_task(&queued).await?;
+            self.fair.block(account, queued.id);
+            self.wake.notify_one();
+            return Ok(queued);
         }
         let me = self.clone();
         let claimed = task.clone();
@@ -431,22 +458,39 @@ impl Executor {
         Ok(task)
     }
 
-    async fn run(&self, id: TaskId) {
+    async fn run(&self, id: TaskId, account: AccountId) {
         // The token is registered before the claim: a cancel that lands right
         // after the claim commits must find it, or the execution would go on
         // (holding a worker) until its result is dropped.
         let token = CancellationToken::new();
         self.running.lock().insert(id, token.clone());
         let now = Timestamp::now();
-        let task = match self
-            .store
-            .claim_task(id, &self.runner, now, now.plus_ms(self.lease_ms))
-            .await
-        {
+        let lease_until = now.plus_ms(self.lease_ms);
+        let claimed = match self.fair.cap(account) {
+            Some(cap) => self
+                .store
+                .claim_task_capped(id, account, &self.runner, now, lease_until, cap as u32)
+                .await
+                .map(|claim| match claim {
+                    Claim::Claimed(task) => Some(*task),
+                    Claim::Gone => None,
+                    Claim::AtCap => {
+                        // Other instances run the account's cap: wait for an end.
+                        self.fair.block(account, id);
+                        None
+                    }
+                }),
+            None => {
+                self.store
+                    .claim_task(id, &self.runner, now, lease_until)
+                    .await
+            }
+        };
+        let task = match claimed {
             Ok(Some(task)) => task,
             Ok(None) => {
                 self.running.lock().remove(&id);
-                return; // claimed elsewhere, or cancelled while queued
+                return; // claimed elsewhere, cancelled while queued, or at the cap
             }
             Err(e) => {
                 self.running.lock().remove(&id);

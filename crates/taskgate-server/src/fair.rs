@@ -7,6 +7,11 @@
 //! therefore delays another account's next task by at most one turn, and no
 //! account holds more workers than its cap on this instance.
 //!
+//! The cap is also checked in the store, which counts every instance's
+//! running tasks: an account found at its cap there is *blocked* here (its
+//! tasks wait, in order) until one of its tasks ends anywhere, or the next
+//! poll.
+//!
 //! Pure bookkeeping under one lock; the executor owns the workers.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -29,10 +34,15 @@ struct State {
     /// cap is not known yet is held to one.
     caps: HashMap<AccountId, Option<usize>>,
     queued: HashSet<TaskId>,
+    /// Accounts at their cap in the store (other instances' tasks count).
+    blocked: HashSet<AccountId>,
 }
 
 impl State {
     fn under_cap(&self, account: AccountId) -> bool {
+        if self.blocked.contains(&account) {
+            return false;
+        }
         let running = self.running.get(&account).copied().unwrap_or(0);
         match self.caps.get(&account) {
             Some(None) => true,
@@ -50,6 +60,41 @@ impl Fair {
 
     pub fn knows_cap(&self, account: AccountId) -> bool {
         self.state.lock().caps.contains_key(&account)
+    }
+
+    /// `account`'s cap; `None`: none (or not known).
+    pub fn cap(&self, account: AccountId) -> Option<usize> {
+        self.state.lock().caps.get(&account).copied().flatten()
+    }
+
+    /// `account` is at its cap in the store: task `id` (given by
+    /// [`Fair::next`], or never started) goes back to the head of its queue
+    /// and the account's tasks wait until [`Fair::unblock`].
+    pub fn block(&self, account: AccountId, id: TaskId) {
+        let mut s = self.state.lock();
+        s.blocked.insert(account);
+        if !s.queued.insert(id) {
+            return;
+        }
+        let queue = s.queues.entry(account).or_default();
+        queue.push_front(id);
+        if queue.len() == 1 {
+            s.turn.push_back(account);
+        }
+    }
+
+    /// One of `account`'s tasks ended somewhere: its next may start.
+    /// Whether it was blocked.
+    pub fn unblock(&self, account: AccountId) -> bool {
+        self.state.lock().blocked.remove(&account)
+    }
+
+    /// Every account's next task may try again. Whether any was blocked.
+    pub fn unblock_all(&self) -> bool {
+        let mut s = self.state.lock();
+        let any = !s.blocked.is_empty();
+        s.blocked.clear();
+        any
     }
 
     /// Counts a task of `account` as running if it may start now: under its
@@ -167,6 +212,33 @@ mod tests {
         f.done(a);
         assert!(f.has_runnable());
         assert_eq!(f.next(), Some((a_tasks[2], a)));
+    }
+
+    #[test]
+    fn a_blocked_account_waits_in_order_until_unblocked() {
+        let f = Fair::default();
+        let (a, b) = (AccountId::new(), AccountId::new());
+        f.set_cap(a, Some(4));
+        f.set_cap(b, None);
+        let (first, second) = (TaskId::new(), TaskId::new());
+        f.push(a, first);
+        f.push(a, second);
+        assert_eq!(f.next(), Some((first, a)));
+        // The store says A is at its cap (other instances run its tasks).
+        f.done(a);
+        f.block(a, first);
+        assert!(!f.has_runnable());
+        assert!(!f.try_start(a));
+        let other = TaskId::new();
+        f.push(b, other);
+        assert_eq!(f.next(), Some((other, b)), "others are not held");
+        assert!(f.unblock(a));
+        assert!(!f.unblock(a));
+        assert_eq!(f.next(), Some((first, a)), "the blocked task goes first");
+        assert_eq!(f.next(), Some((second, a)));
+        f.block(a, TaskId::new());
+        assert!(f.unblock_all());
+        assert!(!f.unblock_all());
     }
 
     #[test]

@@ -172,6 +172,23 @@ pub trait TaskStore: Send + Sync {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> StoreResult<Option<TaskRecord>>;
+    /// Stores `task`, already claimed (`running`), only while its account
+    /// has fewer than `max_running` running tasks in the whole store (every
+    /// instance's): `false`, and nothing stored, at the cap. Callers on
+    /// several instances at once never overshoot it.
+    async fn insert_running_capped(&self, task: &TaskRecord, max_running: u32)
+    -> StoreResult<bool>;
+    /// [`TaskStore::claim_task`], only while `account` (the task's) has
+    /// fewer than `max_running` running tasks in the whole store.
+    async fn claim_task_capped(
+        &self,
+        id: TaskId,
+        account: AccountId,
+        runner: &RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        max_running: u32,
+    ) -> StoreResult<Claim>;
     /// [`Transition::Succeed`] or [`Transition::Fail`] (by `finish.status`;
     /// any other status is [`StoreError::Forbidden`]), only if the task is
     /// still running (a cancelled task's late result is dropped). Adds
@@ -318,21 +335,34 @@ pub trait Store:
     async fn task_ends(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<TaskEnd>>>;
 }
 
+/// What [`TaskStore::claim_task_capped`] did.
+#[derive(Debug)]
+pub enum Claim {
+    Claimed(Box<TaskRecord>),
+    /// Not queued any more: claimed elsewhere, or cancelled.
+    Gone,
+    /// Still queued: its account has its cap of running tasks.
+    AtCap,
+}
+
 /// A task that reached a terminal state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskEnd {
     pub id: taskgate_core::TaskId,
     pub status: taskgate_core::TaskStatus,
+    pub account: AccountId,
 }
 
 impl TaskEnd {
-    /// A notification's payload, `"<id> <status>"`.
+    /// A notification's payload, `"<id> <status> <account>"`.
     pub fn parse(payload: &str) -> Option<Self> {
-        let (id, status) = payload.split_once(' ')?;
-        Some(Self {
-            id: taskgate_core::TaskId::parse(id).ok()?,
-            status: status.parse().ok()?,
-        })
+        let mut parts = payload.split(' ');
+        let end = Self {
+            id: taskgate_core::TaskId::parse(parts.next()?).ok()?,
+            status: parts.next()?.parse().ok()?,
+            account: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(end)
     }
 }
 

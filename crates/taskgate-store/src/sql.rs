@@ -35,6 +35,11 @@ pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST(
      key_id, idempotency_key, timeout_ms, sandbox, events, attempts, created_at, started_at, \
      completed_at, runner, lease_until, reserved_micros";
 
+/// An account's running tasks, everywhere: `$1` account (partial index
+/// `tasks_running_account`).
+pub const COUNT_RUNNING: &str =
+    "SELECT COUNT(*) FROM tasks WHERE account_id = $1 AND status = 'running'";
+
 pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
      events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) VALUES ($1, \
@@ -553,6 +558,33 @@ macro_rules! impl_store {
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
                 let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
                 self.hot_claim_task(id, runner.clone(), now, lease_until, event).await
+            }
+
+            async fn insert_running_capped(
+                &self,
+                t: &$crate::TaskRecord,
+                max_running: u32,
+            ) -> $crate::StoreResult<bool> {
+                if t.status != taskgate_core::TaskStatus::Running {
+                    return Err($crate::StoreError::Conflict(
+                        "only a running task is stored against its account's cap".to_owned(),
+                    ));
+                }
+                self.hot_insert_running_capped(t, max_running).await
+            }
+
+            async fn claim_task_capped(
+                &self,
+                id: taskgate_core::TaskId,
+                account: taskgate_core::AccountId,
+                runner: &taskgate_core::RunnerId,
+                now: taskgate_core::Timestamp,
+                lease_until: taskgate_core::Timestamp,
+                max_running: u32,
+            ) -> $crate::StoreResult<$crate::Claim> {
+                let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
+                self.hot_claim_task_capped(id, account, runner.clone(), now, lease_until, event, max_running)
+                    .await
             }
 
             async fn finish_task(

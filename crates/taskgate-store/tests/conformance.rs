@@ -92,6 +92,7 @@ conformance! {
         renew_counts_own_running_tasks,
         interrupt_expired_and_dead_runner,
         reservations_hold_the_limit_and_are_settled,
+        capped_inserts_and_claims_hold_the_cap,
     ],
     transitions: [
         every_forbidden_transition_is_refused,
@@ -122,6 +123,7 @@ conformance! {
         concurrent_reservations_never_overshoot,
         concurrent_writes_each_commit,
         a_failing_write_fails_alone,
+        concurrent_capped_starts_never_overshoot,
     ],
 }
 

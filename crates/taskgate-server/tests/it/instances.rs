@@ -626,3 +626,80 @@ async fn limits_hold_on_a_redis_cluster() {
     app.stop().await;
     drop(cluster);
 }
+
+/// A plan's `max_running_tasks` holds over all instances: a backlog of one
+/// account's tasks spread over three never has more than the cap running at
+/// once, reaches it, and every task ends succeeded; tasks found at the cap
+/// start when one ends on another instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_running_tasks_cap_holds_across_instances() {
+    use taskgate_server::config::PlanLimits;
+    let capped = |c: &mut taskgate_server::Config| {
+        c.workers = 8;
+        c.plans.insert(
+            "capped".parse().unwrap(),
+            PlanLimits {
+                per_minute: None,
+                per_day: None,
+                max_running_tasks: Some(3),
+            },
+        );
+    };
+    let Some(a) = TestApp::builder(Backend::Postgres)
+        .config(capped)
+        .plan("capped")
+        .start()
+        .await
+    else {
+        return;
+    };
+    let b = a.another_instance(capped).await;
+    let c = a.another_instance(capped).await;
+    let clients = [
+        a.client(&a.test),
+        TestClient::new(&format!("http://{}", b.addr), Some(&a.test)),
+        TestClient::new(&format!("http://{}", c.addr), Some(&a.test)),
+    ];
+    let slow = json!({"api": "sentiment", "input": {"text": "good"}, "mode": "async",
+                      "sandbox": {"delay_ms": 250}});
+    let calls = (0..18).map(|i| {
+        let (client, body) = (&clients[i % 3], slow.clone());
+        async move { client.call(body).await.expect(202) }
+    });
+    let ids: Vec<String> = futures_util::future::join_all(calls)
+        .await
+        .iter()
+        .map(|r| r.data()["id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut most = 0;
+    let started = std::time::Instant::now();
+    loop {
+        let running = clients[0]
+            .get("tasks?status=running&limit=100")
+            .await
+            .expect(200);
+        let n = running.data()["items"].as_array().unwrap().len();
+        most = most.max(n);
+        assert!(n <= 3, "{n} tasks of an account capped at 3 running");
+        let left = clients[1]
+            .get("tasks?status=queued,running&limit=100")
+            .await
+            .expect(200);
+        if left.data()["items"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the backlog did not drain"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    }
+    assert_eq!(most, 3, "the cap is reached, not undershot");
+    for id in &ids {
+        let t = clients[2].wait_terminal(id).await;
+        assert_eq!(t["status"], json!("succeeded"), "{t}");
+    }
+    c.stop().await.unwrap();
+    b.stop().await.unwrap();
+    a.stop().await;
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{PgConnection, PgPool};
-use taskgate_core::{RunnerId, TaskEvent, TaskId, Timestamp};
+use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, Timestamp};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::STATEMENTS;
@@ -25,9 +25,15 @@ use crate::{StoreError, StoreResult, TaskFinish, TaskRecord, Transition};
 const MAX_BATCH: usize = 256;
 
 pub(super) enum Work {
-    Insert(Box<TaskRecord>),
+    /// With a cap: only while the account has fewer running tasks.
+    Insert {
+        task: Box<TaskRecord>,
+        cap: Option<u32>,
+    },
+    /// With a cap: only while the account has fewer running tasks.
     Claim {
         id: TaskId,
+        cap: Option<(AccountId, u32)>,
         runner: RunnerId,
         now: Timestamp,
         lease_until: Timestamp,
@@ -42,6 +48,8 @@ pub(super) enum Work {
 
 pub(super) enum Done {
     Inserted,
+    /// Nothing written: the account has its cap of running tasks.
+    AtCap,
     Claimed(Option<Box<TaskRecord>>),
     Finished(bool),
 }
@@ -62,6 +70,20 @@ enum Failed {
 
 pub(super) struct Batcher {
     jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Work {
+    /// The account whose running tasks the write counts under a lock.
+    fn capped_account(&self) -> Option<AccountId> {
+        match self {
+            Work::Insert { task, cap: Some(_) } => Some(task.account_id),
+            Work::Claim {
+                cap: Some((account, _)),
+                ..
+            } => Some(*account),
+            _ => None,
+        }
+    }
 }
 
 impl Batcher {
@@ -103,6 +125,9 @@ async fn write_loop(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>
                 }
             }
         }
+        // Accounts' locks are taken in one order by every batch, so two
+        // batches never wait for each other's.
+        batch.sort_by_key(|job| job.work.capped_account().map(|a| a.to_string()));
         commit(&pool, batch, retries).await;
     }
 }
@@ -226,13 +251,41 @@ async fn attempt(pool: &PgPool, works: &[&Work]) -> Result<Vec<Done>, Failed> {
 
 /// A finish may write spend rows too (a reservation released, a cost
 /// charged): those statements commit with it or not at all.
+/// So does a capped write: its account's lock is held until the commit.
 fn needs_transaction(work: &Work) -> bool {
-    matches!(work, Work::Finish { .. })
+    matches!(work, Work::Finish { .. }) || work.capped_account().is_some()
 }
+
+/// Whether `account` has `cap` running tasks or more, counted under the
+/// account's lock (held until the transaction ends): writers of every
+/// instance count and write one after the other.
+async fn at_cap(
+    conn: &mut PgConnection,
+    account: AccountId,
+    cap: u32,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query(LOCK_ACCOUNT)
+        .bind(account)
+        .execute(&mut *conn)
+        .await?;
+    let (running,): (i64,) = sqlx::query_as(crate::sql::COUNT_RUNNING)
+        .bind(account)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(running >= i64::from(cap))
+}
+
+/// A transaction-scoped lock per account.
+const LOCK_ACCOUNT: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 
 async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> {
     match work {
-        Work::Insert(t) => {
+        Work::Insert { task: t, cap } => {
+            if let Some(cap) = *cap
+                && at_cap(conn, t.account_id, cap).await?
+            {
+                return Ok(Done::AtCap);
+            }
             sqlx::query(crate::sql::INSERT_TASK)
                 .bind(t.id)
                 .bind(t.account_id)
@@ -265,21 +318,29 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
         }
         Work::Claim {
             id,
+            cap,
             runner,
             now,
             lease_until,
             event,
-        } => Ok(Done::Claimed(
-            sqlx::query_as::<_, TaskRecord>(STATEMENTS.claim.as_str())
-                .bind(id)
-                .bind(now)
-                .bind(runner)
-                .bind(lease_until)
-                .bind(event)
-                .fetch_optional(&mut *conn)
-                .await?
-                .map(Box::new),
-        )),
+        } => {
+            if let Some((account, cap)) = *cap
+                && at_cap(conn, account, cap).await?
+            {
+                return Ok(Done::AtCap);
+            }
+            Ok(Done::Claimed(
+                sqlx::query_as::<_, TaskRecord>(STATEMENTS.claim.as_str())
+                    .bind(id)
+                    .bind(now)
+                    .bind(runner)
+                    .bind(lease_until)
+                    .bind(event)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                    .map(Box::new),
+            ))
+        }
         Work::Finish {
             id,
             transition,

@@ -106,8 +106,50 @@ crate::usage::impl_requests!(PgStore);
 /// reads straight from the pool.
 impl PgStore {
     async fn hot_insert_task(&self, t: &crate::TaskRecord) -> StoreResult<()> {
-        self.batcher.run(Work::Insert(Box::new(t.clone()))).await?;
+        let work = Work::Insert {
+            task: Box::new(t.clone()),
+            cap: None,
+        };
+        self.batcher.run(work).await?;
         Ok(())
+    }
+
+    async fn hot_insert_running_capped(
+        &self,
+        t: &crate::TaskRecord,
+        max_running: u32,
+    ) -> StoreResult<bool> {
+        let work = Work::Insert {
+            task: Box::new(t.clone()),
+            cap: Some(max_running),
+        };
+        Ok(matches!(self.batcher.run(work).await?, Done::Inserted))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn hot_claim_task_capped(
+        &self,
+        id: taskgate_core::TaskId,
+        account: taskgate_core::AccountId,
+        runner: taskgate_core::RunnerId,
+        now: taskgate_core::Timestamp,
+        lease_until: taskgate_core::Timestamp,
+        event: taskgate_core::TaskEvent,
+        max_running: u32,
+    ) -> StoreResult<crate::Claim> {
+        let work = Work::Claim {
+            id,
+            cap: Some((account, max_running)),
+            runner,
+            now,
+            lease_until,
+            event,
+        };
+        Ok(match self.batcher.run(work).await? {
+            Done::Claimed(Some(task)) => crate::Claim::Claimed(task),
+            Done::Claimed(None) => crate::Claim::Gone,
+            _ => crate::Claim::AtCap,
+        })
     }
 
     async fn hot_claim_task(
@@ -120,6 +162,7 @@ impl PgStore {
     ) -> StoreResult<Option<crate::TaskRecord>> {
         let work = Work::Claim {
             id,
+            cap: None,
             runner,
             now,
             lease_until,

@@ -111,41 +111,49 @@ impl SqliteStore {
 impl SqliteStore {
     async fn hot_insert_task(&self, t: &TaskRecord) -> StoreResult<()> {
         let t = t.clone();
+        self.tasks.run(move |conn| insert_row(conn, &t)).await
+    }
+
+    async fn hot_insert_running_capped(
+        &self,
+        t: &TaskRecord,
+        max_running: u32,
+    ) -> StoreResult<bool> {
+        let t = t.clone();
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(crate::sql::INSERT_TASK)?;
-                bind(
-                    &mut stmt,
-                    &[
-                        &t.id,
-                        &t.account_id,
-                        &t.mode,
-                        &t.api,
-                        &t.status,
-                        &t.input,
-                        &t.output,
-                        &t.error,
-                        &t.units,
-                        &t.input_tokens,
-                        &t.output_tokens,
-                        &t.cost_micros,
-                        &t.metadata,
-                        &t.key_id,
-                        &t.idempotency_key,
-                        &t.timeout_ms,
-                        &t.sandbox,
-                        &t.events,
-                        &t.attempts,
-                        &t.created_at,
-                        &t.started_at,
-                        &t.completed_at,
-                        &t.runner,
-                        &t.lease_until,
-                        &t.reserved_micros,
-                    ],
-                )?;
-                stmt.raw_execute()?;
-                Ok(())
+                if running_of(conn, t.account_id)? >= i64::from(max_running) {
+                    return Ok(false);
+                }
+                insert_row(conn, &t)?;
+                Ok(true)
+            })
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn hot_claim_task_capped(
+        &self,
+        id: TaskId,
+        account: AccountId,
+        runner: RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        event: TaskEvent,
+        max_running: u32,
+    ) -> StoreResult<crate::Claim> {
+        self.tasks
+            .run(move |conn| {
+                if running_of(conn, account)? >= i64::from(max_running) {
+                    return Ok(crate::Claim::AtCap);
+                }
+                let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
+                bind(&mut stmt, &[&id, &now, &runner, &lease_until, &event])?;
+                let mut rows = stmt.raw_query();
+                Ok(match rows.next()?.map(task_from_row).transpose()? {
+                    Some(t) => crate::Claim::Claimed(Box::new(t)),
+                    None => crate::Claim::Gone,
+                })
             })
             .await
     }
@@ -291,6 +299,54 @@ impl SqliteStore {
 
 /// Column `i` of `r`; a value that does not decode is [`StoreError::Corrupt`]
 /// naming the column.
+/// Stores `t` as it is (the hot path's insert).
+fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(crate::sql::INSERT_TASK)?;
+    bind(
+        &mut stmt,
+        &[
+            &t.id,
+            &t.account_id,
+            &t.mode,
+            &t.api,
+            &t.status,
+            &t.input,
+            &t.output,
+            &t.error,
+            &t.units,
+            &t.input_tokens,
+            &t.output_tokens,
+            &t.cost_micros,
+            &t.metadata,
+            &t.key_id,
+            &t.idempotency_key,
+            &t.timeout_ms,
+            &t.sandbox,
+            &t.events,
+            &t.attempts,
+            &t.created_at,
+            &t.started_at,
+            &t.completed_at,
+            &t.runner,
+            &t.lease_until,
+            &t.reserved_micros,
+        ],
+    )?;
+    stmt.raw_execute()?;
+    Ok(())
+}
+
+/// The account's running tasks.
+fn running_of(conn: &rusqlite::Connection, account: AccountId) -> StoreResult<i64> {
+    let mut stmt = conn.prepare_cached(crate::sql::COUNT_RUNNING)?;
+    bind(&mut stmt, &[&account])?;
+    let mut rows = stmt.raw_query();
+    match rows.next()? {
+        Some(r) => column(r, 0),
+        None => Ok(0),
+    }
+}
+
 fn column<T: FromSql>(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<T> {
     r.get(i).map_err(|e| match e {
         rusqlite::Error::FromSqlConversionFailure(_, _, source) => StoreError::Corrupt {

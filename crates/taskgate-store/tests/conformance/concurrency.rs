@@ -273,3 +273,45 @@ pub async fn a_failing_write_fails_alone(store: Arc<dyn Store>) {
         fetch(&*store, id).await;
     }
 }
+
+/// Capped claims and inserts racing (as instances do) never overshoot the
+/// cap.
+pub async fn concurrent_capped_starts_never_overshoot(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let mut queued = Vec::new();
+    for _ in 0..20 {
+        queued.push(
+            insert(&*store, task_of(acme.id, "live", "language"))
+                .await
+                .id,
+        );
+    }
+    let started = race(40, |i| {
+        let (store, account, id) = (store.clone(), acme.id, queued[i % 20]);
+        async move {
+            if i < 20 {
+                matches!(
+                    store
+                        .claim_task_capped(
+                            id,
+                            account,
+                            &runner("runner-1"),
+                            at(T0),
+                            at(T0 + MINUTE),
+                            5
+                        )
+                        .await
+                        .expect("claim"),
+                    taskgate_store::Claim::Claimed(_)
+                )
+            } else {
+                let t = task_of(account, "live", "language")
+                    .claimed(&runner("runner-2"), at(T0), at(T0 + MINUTE))
+                    .unwrap();
+                store.insert_running_capped(&t, 5).await.expect("insert")
+            }
+        }
+    })
+    .await;
+    assert_eq!(started.iter().filter(|s| **s).count(), 5, "{started:?}");
+}

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use taskgate_core::{AccountId, Attempt, AttemptOutcome, Attempts, RunnerId, TaskId, TaskStatus};
-use taskgate_store::Store;
+use taskgate_store::{Claim, Store};
 
 use crate::fixtures::{
     FEB, HOUR, MINUTE, T0, acct, at, ended_task, error_code, event_statuses, events, fetch, finish,
@@ -536,4 +536,66 @@ pub async fn reservations_hold_the_limit_and_are_settled(store: Arc<dyn Store>) 
         );
     }
     assert_eq!(store.month_spend(acme.id, &jan).await.unwrap(), 30);
+}
+
+/// The cap of running tasks counts the account's running tasks in the store:
+/// a capped insert or claim is refused at the cap and writes nothing.
+pub async fn capped_inserts_and_claims_hold_the_cap(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let other = new_account(&*store, "Other").await;
+    let running = |account| {
+        let t = task_of(account, "live", "language");
+        t.claimed(&runner("runner-1"), at(T0), at(T0 + MINUTE))
+            .unwrap()
+    };
+    assert!(
+        store
+            .insert_running_capped(&running(acme.id), 2)
+            .await
+            .unwrap()
+    );
+    let queued = insert(&*store, task_of(acme.id, "live", "language")).await;
+    let claim_under = |id, cap| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_task_capped(
+                    id,
+                    acme.id,
+                    &runner("runner-2"),
+                    at(T0 + 1),
+                    at(T0 + MINUTE),
+                    cap,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let claim = |id| claim_under(id, 2);
+    assert!(matches!(claim(queued.id).await, Claim::Claimed(_)));
+    assert!(
+        matches!(claim_under(queued.id, 9).await, Claim::Gone),
+        "claimed once"
+    );
+    // Two running: at the cap of 2, for inserts and claims alike.
+    let refused = running(acme.id);
+    assert!(!store.insert_running_capped(&refused, 2).await.unwrap());
+    assert!(store.get_task_by_id(refused.id).await.unwrap().is_none());
+    let waiting = insert(&*store, task_of(acme.id, "live", "language")).await;
+    assert!(matches!(claim(waiting.id).await, Claim::AtCap));
+    assert_eq!(fetch(&*store, waiting.id).await.status, TaskStatus::Queued);
+    // Another account's tasks do not count.
+    assert!(
+        store
+            .insert_running_capped(&running(other.id), 1)
+            .await
+            .unwrap()
+    );
+    // One ends: room for one more.
+    let done = finish("succeeded", 0, T0 + 5, None);
+    assert!(store.finish_task(queued.id, &done).await.unwrap());
+    assert!(matches!(claim(waiting.id).await, Claim::Claimed(_)));
+    // Only running tasks go through the capped insert.
+    let queued_task = task_of(acme.id, "live", "language");
+    assert!(store.insert_running_capped(&queued_task, 9).await.is_err());
 }
