@@ -4,6 +4,8 @@
 # Load comes from wrk on the same machine (it shares the cores with the server).
 #
 #   bench/run.sh [sqlite|postgres|both]     results go to bench/results/<date>-<backend>.txt
+#   BENCH_ONLY=calls bench/run.sh postgres  the sync calls only (no seeding, no pages):
+#                                           results go to <date>-<backend>-calls.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-both}"
@@ -24,7 +26,7 @@ run_backend() {
         psql -q "$pg_admin" -c "DROP DATABASE IF EXISTS taskgate_bench WITH (FORCE)" -c "CREATE DATABASE taskgate_bench"
         url="${pg_admin%/*}/taskgate_bench"
     fi
-    out="bench/results/$(date -u +%Y-%m-%d)-$backend.txt"
+    out="bench/results/$(date -u +%Y-%m-%d)-$backend${BENCH_ONLY:+-$BENCH_ONLY}.txt"
     (cd "$dir" && TASKGATE_DATABASE_URL="$url" TASKGATE_LISTEN="127.0.0.1:$port" \
         TASKGATE_DEFAULT_PLAN=enterprise TASKGATE_LOG_LEVEL=warn exec "$bin" serve >"$dir/stdout" 2>"$dir/stderr") &
     pid=$!
@@ -43,6 +45,12 @@ run_backend() {
             wrk -t2 -c"$c" -d"$duration" --latency -s bench/call.lua "http://127.0.0.1:$port/api/v1/call" \
                 | grep -E "Requests/sec|50%|90%|99%|non-200|Socket errors" || true
         done
+        if [ "${BENCH_ONLY:-}" = calls ]; then
+            echo
+            echo "## server memory after the run"
+            grep -E "VmHWM|VmRSS" /proc/$pid/status || true
+            exit 0  # the pipeline's subshell only
+        fi
         echo
         echo "## seeding to at least 100,000 stored tasks (async POST /call)"
         # wrk keeps running to -d after its threads stop, so watch the store and stop it.

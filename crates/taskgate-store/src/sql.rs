@@ -80,7 +80,7 @@ pub struct Dialect {
 }
 
 /// `status = '<state>'`, or `status IN ('<state>', '<state>', …)`.
-fn status_in(states: &[TaskStatus]) -> String {
+pub fn status_in(states: &[TaskStatus]) -> String {
     match states {
         [one] => format!("status = '{}'", one.as_str()),
         many => {

@@ -11,10 +11,12 @@
 //! serialization failure or a deadlock (other instances write the same rows)
 //! is run again, up to the configured number of retries.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{PgConnection, PgPool};
+use taskgate_core::column::TextColumn;
 use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, Timestamp};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -224,24 +226,21 @@ async fn attempt(pool: &PgPool, works: &[&Work]) -> Result<Vec<Done>, Failed> {
         .execute(&mut *conn)
         .await
         .map_err(Failed::Batch)?;
-    let mut done = Vec::with_capacity(works.len());
-    for work in works {
-        match run(&mut conn, work).await {
-            Ok(d) => done.push(d),
-            // Run one by one, each would wait for the database again.
-            Err(e) if is_lost(&e) => {
-                conn.close_on_drop();
-                return Err(Failed::Batch(e));
-            }
-            Err(e) => {
-                // A connection that cannot roll back is not given back.
-                if sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
-                    conn.close_on_drop();
-                }
-                return Err(Failed::Statement(e));
-            }
+    let done = match run_all(&mut conn, works).await {
+        Ok(done) => done,
+        // Run one by one, each would wait for the database again.
+        Err(e) if is_lost(&e) => {
+            conn.close_on_drop();
+            return Err(Failed::Batch(e));
         }
-    }
+        Err(e) => {
+            // A connection that cannot roll back is not given back.
+            if sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+                conn.close_on_drop();
+            }
+            return Err(Failed::Statement(e));
+        }
+    };
     if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
         conn.close_on_drop();
         return Err(Failed::Batch(e));
@@ -277,6 +276,227 @@ async fn at_cap(
 
 /// A transaction-scoped lock per account.
 const LOCK_ACCOUNT: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
+/// Every write of a batch, inside its transaction. Inserts without a cap
+/// are one statement for them all, so are the finishes of each kind, and
+/// their spend is one statement per account and month; the rest (claims,
+/// capped writes) one statement or two each.
+async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, sqlx::Error> {
+    let mut done: Vec<Option<Done>> = works.iter().map(|_| None).collect();
+    let inserts: Vec<usize> = (0..works.len())
+        .filter(|&i| matches!(works[i], Work::Insert { cap: None, .. }))
+        .collect();
+    if inserts.len() > 1 {
+        let tasks: Vec<&TaskRecord> = inserts
+            .iter()
+            .map(|&i| match works[i] {
+                Work::Insert { task, .. } => &**task,
+                _ => unreachable!("an insert"),
+            })
+            .collect();
+        insert_many(conn, &tasks).await?;
+        for i in inserts {
+            done[i] = Some(Done::Inserted);
+        }
+    }
+    let mut spend = Spend::default();
+    for transition in [Transition::Succeed, Transition::Fail] {
+        let finishes: Vec<usize> = (0..works.len())
+            .filter(|&i| matches!(works[i], Work::Finish { transition: t, .. } if *t == transition))
+            .collect();
+        let ids: HashSet<TaskId> = finishes.iter().map(|&i| finish_of(works[i]).0).collect();
+        // One task finished twice in a batch: one by one, as sent.
+        if finishes.len() < 2 || ids.len() < finishes.len() {
+            continue;
+        }
+        let list: Vec<(TaskId, &TaskFinish)> =
+            finishes.iter().map(|&i| finish_of(works[i])).collect();
+        let ended = finish_many(conn, transition, &list).await?;
+        for i in finishes {
+            let (id, f) = finish_of(works[i]);
+            let row = ended.get(&id);
+            if let Some(&(account, reserved, created_at)) = row {
+                spend.settle(account, reserved, created_at, f);
+            }
+            done[i] = Some(Done::Finished(row.is_some()));
+        }
+    }
+    spend.write(conn).await?;
+    let mut all = Vec::with_capacity(works.len());
+    for (work, done) in works.iter().zip(done) {
+        all.push(match done {
+            Some(d) => d,
+            None => run(conn, work).await?,
+        });
+    }
+    Ok(all)
+}
+
+fn finish_of(work: &Work) -> (TaskId, &TaskFinish) {
+    match work {
+        Work::Finish { id, finish, .. } => (*id, &**finish),
+        _ => unreachable!("a finish"),
+    }
+}
+
+/// The spend a batch's finishes move, summed per account and month.
+#[derive(Default)]
+struct Spend {
+    released: BTreeMap<(String, String), (AccountId, i64)>,
+    charged: BTreeMap<(String, String), (AccountId, i64)>,
+}
+
+impl Spend {
+    /// A task that ended: its reservation given back, its cost charged.
+    fn settle(&mut self, account: AccountId, reserved: i64, created_at: Timestamp, f: &TaskFinish) {
+        if reserved > 0 {
+            let key = (account.to_string(), created_at.month_key());
+            self.released.entry(key).or_insert((account, 0)).1 += reserved;
+        }
+        if let (Some(charged), true) = (f.charge_account, f.cost_micros > 0) {
+            let key = (charged.to_string(), f.completed_at.month_key());
+            self.charged.entry(key).or_insert((charged, 0)).1 += f.cost_micros;
+        }
+    }
+
+    /// In key order, so that batches lock the spend rows in one order.
+    async fn write(self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        for (statement, sums) in [
+            (crate::sql::RELEASE_SPEND, self.released),
+            (crate::sql::UPSERT_SPEND, self.charged),
+        ] {
+            for ((_, month), (account, micros)) in sums {
+                sqlx::query(statement)
+                    .bind(account)
+                    .bind(month)
+                    .bind(micros)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn text<T: TextColumn>(v: &T) -> String {
+    v.to_text().into_owned()
+}
+
+fn texts<'a, T: TextColumn + 'a>(v: impl Iterator<Item = Option<&'a T>>) -> Vec<Option<String>> {
+    v.map(|x| x.map(text)).collect()
+}
+
+/// Many tasks in one statement: an array of values per column.
+async fn insert_many(conn: &mut PgConnection, tasks: &[&TaskRecord]) -> Result<(), sqlx::Error> {
+    let strings = |f: fn(&TaskRecord) -> String| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
+    let ints = |f: fn(&TaskRecord) -> i64| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
+    let some_ints =
+        |f: fn(&TaskRecord) -> Option<i64>| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
+    sqlx::query(INSERT_MANY)
+        .bind(strings(|t| t.id.to_string()))
+        .bind(strings(|t| t.account_id.to_string()))
+        .bind(strings(|t| text(&t.mode)))
+        .bind(strings(|t| text(&t.api)))
+        .bind(strings(|t| text(&t.status)))
+        .bind(strings(|t| t.input.clone()))
+        .bind(tasks.iter().map(|t| t.output.clone()).collect::<Vec<_>>())
+        .bind(texts(tasks.iter().map(|t| t.error.as_ref())))
+        .bind(ints(|t| t.units))
+        .bind(some_ints(|t| t.input_tokens))
+        .bind(some_ints(|t| t.output_tokens))
+        .bind(ints(|t| t.cost_micros))
+        .bind(strings(|t| t.metadata.clone()))
+        .bind(strings(|t| t.key_id.to_string()))
+        .bind(texts(tasks.iter().map(|t| t.idempotency_key.as_ref())))
+        .bind(ints(|t| t.timeout_ms))
+        .bind(texts(tasks.iter().map(|t| t.sandbox.as_ref())))
+        .bind(strings(|t| text(&t.events)))
+        .bind(strings(|t| text(&t.attempts)))
+        .bind(ints(|t| t.created_at.unix_ms()))
+        .bind(some_ints(|t| t.started_at.map(Timestamp::unix_ms)))
+        .bind(some_ints(|t| t.completed_at.map(Timestamp::unix_ms)))
+        .bind(texts(tasks.iter().map(|t| t.runner.as_ref())))
+        .bind(some_ints(|t| t.lease_until.map(Timestamp::unix_ms)))
+        .bind(ints(|t| t.reserved_micros))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// [`crate::sql::INSERT_TASK`]'s columns, from one array each.
+const INSERT_MANY: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
+     units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
+     events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) \
+     SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+     $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], \
+     $14::text[], $15::text[], $16::bigint[], $17::text[], $18::text[], $19::text[], $20::bigint[], \
+     $21::bigint[], $22::bigint[], $23::text[], $24::bigint[], $25::bigint[])";
+
+/// Many ends of one kind in one statement, as [`crate::sql::Statements`]'s
+/// `ending` makes one; the tasks that were still running, with what their
+/// spend needs.
+async fn finish_many(
+    conn: &mut PgConnection,
+    transition: Transition,
+    list: &[(TaskId, &TaskFinish)],
+) -> Result<HashMap<TaskId, (AccountId, i64, Timestamp)>, sqlx::Error> {
+    let sql = format!(
+        "UPDATE tasks SET status = u.status, output = u.output, error = u.error, units = u.units, \
+         input_tokens = u.input_tokens, output_tokens = u.output_tokens, cost_micros = u.cost_micros, \
+         attempts = u.attempts, completed_at = u.completed_at, lease_until = NULL, \
+         events = (tasks.events::jsonb || jsonb_build_array(u.event::jsonb))::text \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
+         $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[]) \
+         AS u(id, status, output, error, units, input_tokens, output_tokens, cost_micros, attempts, \
+         completed_at, event) \
+         WHERE tasks.id = u.id AND tasks.{} \
+         RETURNING tasks.id, tasks.account_id, tasks.reserved_micros, tasks.created_at",
+        crate::sql::status_in(transition.from())
+    );
+    let to = text(&transition.to());
+    let rows: Vec<(TaskId, AccountId, i64, Timestamp)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(
+            list.iter()
+                .map(|(id, _)| id.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .bind(list.iter().map(|_| to.clone()).collect::<Vec<_>>())
+        .bind(
+            list.iter()
+                .map(|(_, f)| f.output.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(texts(list.iter().map(|(_, f)| f.error.as_ref())))
+        .bind(list.iter().map(|(_, f)| f.units).collect::<Vec<_>>())
+        .bind(list.iter().map(|(_, f)| f.input_tokens).collect::<Vec<_>>())
+        .bind(
+            list.iter()
+                .map(|(_, f)| f.output_tokens)
+                .collect::<Vec<_>>(),
+        )
+        .bind(list.iter().map(|(_, f)| f.cost_micros).collect::<Vec<_>>())
+        .bind(
+            list.iter()
+                .map(|(_, f)| text(&f.attempts))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            list.iter()
+                .map(|(_, f)| f.completed_at.unix_ms())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            list.iter()
+                .map(|(_, f)| text(&f.event()))
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, account, reserved, created_at)| (id, (account, reserved, created_at)))
+        .collect())
+}
 
 async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> {
     match work {

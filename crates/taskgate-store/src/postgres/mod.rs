@@ -44,7 +44,7 @@ impl PgStore {
             .connect_with(options)
             .await?;
         // Writers take turns: at most half the pool, so reads are not starved.
-        let writers = (settings.max_connections as usize / 2).clamp(1, 4);
+        let writers = (settings.max_connections as usize / 2).clamp(1, 2);
         let batcher = Batcher::start(pool.clone(), writers, settings.retries);
         Ok(Self { pool, batcher })
     }

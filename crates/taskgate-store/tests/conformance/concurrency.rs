@@ -242,7 +242,40 @@ pub async fn concurrent_writes_each_commit(store: Arc<dyn Store>) {
     })
     .await;
     for id in ended {
-        assert_eq!(fetch(&*store, id).await.status, TaskStatus::Succeeded);
+        let t = fetch(&*store, id).await;
+        assert_eq!(t.status, TaskStatus::Succeeded);
+        assert_eq!(event_statuses(&t), ["queued", "running", "succeeded"]);
+        assert_eq!(
+            t.output.as_deref(),
+            Some(r#"{"language":"fr","confidence":0.98}"#)
+        );
+        assert_eq!(
+            (t.units, t.input_tokens, t.output_tokens),
+            (3, Some(12), Some(4))
+        );
+        assert_eq!((t.cost_micros, t.attempts.0.len()), (10, 1));
+        assert_eq!(t.lease_until, None);
+    }
+    // Tasks stored already running, many at once, are stored as given.
+    let stored = race(60, |i| {
+        let (store, account) = (store.clone(), acme.id);
+        async move {
+            let mut t = task_of(
+                account,
+                if i % 2 == 0 { "live" } else { "test" },
+                "language",
+            )
+            .claimed(&runner("runner-2"), at(T0 + i as i64), at(T0 + MINUTE))
+            .unwrap();
+            t.idempotency_key = (i % 3 == 0).then(|| idem(&format!("key-{i}")));
+            t.reserved_micros = i as i64;
+            store.insert_task(&t).await.expect("insert");
+            t
+        }
+    })
+    .await;
+    for t in stored {
+        assert_eq!(fetch(&*store, t.id).await, t);
     }
     let spent = store
         .month_spend(acme.id, &at(T0 + 20).month_key())
