@@ -2,9 +2,10 @@
 //! claimed, finished) are queued and committed in batches, one transaction
 //! and one WAL flush for every write waiting, instead of one each.
 //!
-//! A few writers take turns at the queue: each takes every job waiting (up to
-//! [`MAX_BATCH`]), runs them in one transaction on a connection of the pool,
-//! commits, and only then answers each caller: an answer always means the
+//! Two writers, one for stores and claims and one for finishes, each take
+//! every job waiting in their queue (up to [`MAX_BATCH`]), run them in one
+//! transaction on a connection of the pool (many rows per statement),
+//! commit, and only then answer each caller: an answer always means the
 //! write is committed. A job whose statement fails would abort the whole
 //! transaction, so the batch is rolled back and its jobs are run again one
 //! by one: one job's failure is that job's alone. A batch that meets a
@@ -12,13 +13,12 @@
 //! is run again, up to the configured number of retries.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{PgConnection, PgPool};
 use taskgate_core::column::TextColumn;
 use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, Timestamp};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use super::STATEMENTS;
 use crate::{StoreError, StoreResult, TaskFinish, TaskRecord, Transition};
@@ -71,7 +71,12 @@ enum Failed {
 }
 
 pub(super) struct Batcher {
-    jobs: mpsc::UnboundedSender<Job>,
+    /// Stores and claims: several writers.
+    starts: mpsc::UnboundedSender<Job>,
+    /// Finishes: one writer. Each finish moves its account's spend row,
+    /// locked until its batch commits, so finish batches run one after the
+    /// other anyway; with one writer they grow instead of waiting.
+    finishes: mpsc::UnboundedSender<Job>,
 }
 
 impl Work {
@@ -89,42 +94,50 @@ impl Work {
 }
 
 impl Batcher {
-    /// Starts `writers` writers on `pool`; a batch hit by a serialization
-    /// failure or a deadlock is run again up to `retries` times.
-    pub fn start(pool: PgPool, writers: usize, retries: u32) -> Self {
-        let (jobs, queue) = mpsc::unbounded_channel();
-        let queue = Arc::new(Mutex::new(queue));
-        for _ in 0..writers.max(1) {
-            tokio::spawn(write_loop(pool.clone(), queue.clone(), retries));
+    /// Starts the writers on `pool`; a batch hit by a serialization failure
+    /// or a deadlock is run again up to `retries` times.
+    ///
+    /// One writer per queue: while a batch commits the next one grows, and
+    /// bigger batches beat more of them (measured on two cores, c=32: one
+    /// writer of each 3,600 calls/s; two, three and five writers of stores
+    /// 3,400, 3,100 and 2,700).
+    pub fn start(pool: PgPool, retries: u32) -> Self {
+        let queue = || {
+            let (jobs, queue) = mpsc::unbounded_channel();
+            tokio::spawn(write_loop(pool.clone(), queue, retries));
+            jobs
+        };
+        Self {
+            starts: queue(),
+            finishes: queue(),
         }
-        Self { jobs }
     }
 
     /// Runs `work` in the next batch; answers once it is committed.
     pub async fn run(&self, work: Work) -> StoreResult<Done> {
         let (reply, answer) = oneshot::channel();
-        self.jobs
+        let queue = match work {
+            Work::Finish { .. } => &self.finishes,
+            _ => &self.starts,
+        };
+        queue
             .send(Job { work, reply })
             .map_err(|_| StoreError::WriterStopped)?;
         answer.await.map_err(|_| StoreError::WriterStopped)?
     }
 }
 
-async fn write_loop(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>, retries: u32) {
+async fn write_loop(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>, retries: u32) {
     loop {
         let mut batch = Vec::new();
-        {
-            // One writer gathers at a time; the others commit meanwhile.
-            let mut queue = queue.lock().await;
-            match queue.recv().await {
-                Some(job) => batch.push(job),
-                None => return, // the store was dropped
-            }
-            while batch.len() < MAX_BATCH {
-                match queue.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
+        match queue.recv().await {
+            Some(job) => batch.push(job),
+            None => return, // the store was dropped
+        }
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
             }
         }
         // Accounts' locks are taken in one order by every batch, so two

@@ -41,11 +41,13 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(settings.max_connections.max(1))
             .acquire_timeout(settings.acquire_timeout)
+            // No ping before each use: a round trip per statement on the hot
+            // path. A connection lost meanwhile fails its statement (503)
+            // and is dropped from the pool.
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
-        // Writers take turns: at most half the pool, so reads are not starved.
-        let writers = (settings.max_connections as usize / 2).clamp(1, 2);
-        let batcher = Batcher::start(pool.clone(), writers, settings.retries);
+        let batcher = Batcher::start(pool.clone(), settings.retries);
         Ok(Self { pool, batcher })
     }
 
