@@ -31,6 +31,9 @@ pub struct Config {
     /// third of it): a task whose instance died ends `interrupted` this long
     /// after that instance's last renewal.
     pub task_lease_ms: u64,
+    /// Ended tasks older than this many days are deleted (every ten
+    /// minutes, oldest first); 0 keeps every task.
+    pub task_retention_days: u32,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// Tasks executed at once by this instance.
@@ -66,7 +69,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 22] = [
+    pub const KEYS: [&'static str; 23] = [
         "listen",
         "database_url",
         "redis_url",
@@ -75,6 +78,7 @@ impl Config {
         "sync_wait_ms",
         "shutdown_grace_ms",
         "task_lease_ms",
+        "task_retention_days",
         "max_body_bytes",
         "workers",
         "auth_failures_per_minute",
@@ -326,6 +330,7 @@ impl Default for Config {
             instance_id: None,
             sync_wait_ms: 30_000,
             shutdown_grace_ms: 30_000,
+            task_retention_days: 0,
             task_lease_ms: 30_000,
             max_body_bytes: 10 * 1024 * 1024,
             workers: 256,
@@ -367,6 +372,12 @@ impl Config {
     fn check_numbers(&self) -> Result<(), String> {
         in_range("sync_wait_ms", self.sync_wait_ms, 0, HOUR_MS)?;
         in_range("shutdown_grace_ms", self.shutdown_grace_ms, 0, HOUR_MS)?;
+        in_range(
+            "task_retention_days",
+            self.task_retention_days.into(),
+            0,
+            36_500,
+        )?;
         in_range("task_lease_ms", self.task_lease_ms, 3_000, HOUR_MS)?;
         in_range(
             "database.max_connections",

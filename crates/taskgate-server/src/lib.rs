@@ -296,6 +296,35 @@ async fn flush_once(state: &AppState) {
 /// Request counts are kept 35 days (the Usage page shows 30).
 const REQUEST_COUNTS_KEPT_MS: i64 = 35 * 86_400_000;
 
+/// Ended tasks past `task_retention_days`, in slices of [`PURGE_SLICE`] (a
+/// short write each, so the hot path's writes are not held up), at most
+/// for [`PURGE_BUDGET`] per round: what is left goes in the next round.
+async fn purge_tasks(state: &AppState, now: taskgate_core::Timestamp) {
+    const PURGE_SLICE: i64 = 1_000;
+    const PURGE_BUDGET: Duration = Duration::from_secs(60);
+    let cutoff = now.minus_ms(i64::from(state.config.task_retention_days) * 86_400_000);
+    let started = std::time::Instant::now();
+    let mut purged = 0;
+    while started.elapsed() < PURGE_BUDGET {
+        match state.store.purge_tasks(cutoff, PURGE_SLICE).await {
+            Ok(n) => {
+                purged += n;
+                if n < PURGE_SLICE as u64 {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot delete tasks past their retention");
+                break;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    if purged > 0 {
+        tracing::info!(purged, "tasks past their retention deleted");
+    }
+}
+
 async fn purge_once(state: &AppState) {
     let now = taskgate_core::Timestamp::now();
     if let Err(e) = state
@@ -308,6 +337,9 @@ async fn purge_once(state: &AppState) {
     let idle = state.config.dashboard.session_idle_minutes as i64 * 60_000;
     if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
         tracing::warn!(error = %e, "cannot purge ended sessions");
+    }
+    if state.config.task_retention_days > 0 {
+        purge_tasks(state, now).await;
     }
     // The in-memory limiter forgets accounts idle for a day (Redis expires
     // its keys by itself).

@@ -189,6 +189,10 @@ pub trait TaskStore: Send + Sync {
         lease_until: Timestamp,
         max_running: u32,
     ) -> StoreResult<Claim>;
+    /// Deletes up to `limit` ended tasks (succeeded, failed, cancelled)
+    /// created before `created_before`, oldest first; how many. For
+    /// `task_retention_days`: called again while it deletes `limit`.
+    async fn purge_tasks(&self, created_before: Timestamp, limit: i64) -> StoreResult<u64>;
     /// [`Transition::Succeed`] or [`Transition::Fail`] (by `finish.status`;
     /// any other status is [`StoreError::Forbidden`]), only if the task is
     /// still running (a cancelled task's late result is dropped). Adds

@@ -40,6 +40,11 @@ pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST(
 pub const COUNT_RUNNING: &str =
     "SELECT COUNT(*) FROM tasks WHERE account_id = $1 AND status = 'running'";
 
+/// Up to `$2` ended tasks with ids below `$1` (created before its time),
+/// oldest first: the primary key's order is creation order.
+pub const PURGE_TASKS: &str = "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE id < $1 \
+     AND status IN ('succeeded', 'failed', 'cancelled') ORDER BY id LIMIT $2)";
+
 pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
      events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) VALUES ($1, \
@@ -571,6 +576,19 @@ macro_rules! impl_store {
                     ));
                 }
                 self.hot_insert_running_capped(t, max_running).await
+            }
+
+            async fn purge_tasks(
+                &self,
+                created_before: taskgate_core::Timestamp,
+                limit: i64,
+            ) -> $crate::StoreResult<u64> {
+                let r = sqlx::query($crate::sql::PURGE_TASKS)
+                    .bind(taskgate_core::TaskId::floor(created_before))
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected())
             }
 
             async fn claim_task_capped(

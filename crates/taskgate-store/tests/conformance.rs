@@ -93,6 +93,7 @@ conformance! {
         interrupt_expired_and_dead_runner,
         reservations_hold_the_limit_and_are_settled,
         capped_inserts_and_claims_hold_the_cap,
+        purge_removes_old_ended_tasks_only,
     ],
     transitions: [
         every_forbidden_transition_is_refused,

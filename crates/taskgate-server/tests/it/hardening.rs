@@ -748,3 +748,53 @@ async fn the_openapi_document_is_exact_where_it_was_not() {
     }
     app.stop().await;
 }
+
+/// `task_retention_days`: an instance deletes ended tasks past it (at start,
+/// then every ten minutes); newer tasks stay.
+async fn ended_tasks_past_their_retention_are_deleted(backend: Backend) {
+    use taskgate_core::{AccountId, TaskId, Timestamp};
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let client = app.client(&app.live);
+    let recent = client
+        .call(json!({"api": "sentiment", "input": {"text": "new"}}))
+        .await
+        .expect(200);
+    let recent = recent.data()["id"].as_str().unwrap().to_owned();
+    // A task stored ten days ago, as it was then.
+    let stored = app
+        .store
+        .get_task_by_id(TaskId::parse(&recent).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let old_at = Timestamp::now().minus_ms(10 * 86_400_000);
+    let mut old = stored.clone();
+    old.id = TaskId::floor(old_at); // `at` never goes back in time
+    old.created_at = old_at;
+    assert_eq!(old.account_id, app.account_id.parse::<AccountId>().unwrap());
+    app.store.insert_task(&old).await.unwrap();
+    client.get(&format!("tasks/{}", old.id)).await.expect(200);
+
+    let keeper = app.another_instance(|c| c.task_retention_days = 7).await;
+    let mut gone = false;
+    for _ in 0..100 {
+        if client
+            .get(&format!("tasks/{}", old.id))
+            .await
+            .status
+            .as_u16()
+            == 404
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the ten-day-old task is still there");
+    client.get(&format!("tasks/{recent}")).await.expect(200);
+    keeper.stop().await.unwrap();
+    app.stop().await;
+}
+both!(ended_tasks_past_their_retention_are_deleted);

@@ -599,3 +599,45 @@ pub async fn capped_inserts_and_claims_hold_the_cap(store: Arc<dyn Store>) {
     let queued_task = task_of(acme.id, "live", "language");
     assert!(store.insert_running_capped(&queued_task, 9).await.is_err());
 }
+
+/// Retention: ended tasks created before the bound go, oldest first and at
+/// most `limit` at a time; newer ones and unfinished ones stay.
+pub async fn purge_removes_old_ended_tasks_only(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let made_at = |ms: i64, status_name: &str| {
+        let mut t = ended_task("acct_a", "live", "language", status_name);
+        t.account_id = acme.id;
+        t.id = TaskId::floor(at(ms)); // `at` never goes back in time
+        t.created_at = at(ms);
+        t
+    };
+    let mut old = Vec::new();
+    for (i, status_name) in ["succeeded", "failed", "cancelled"].iter().enumerate() {
+        old.push(
+            insert(&*store, made_at(T0 + i as i64, status_name))
+                .await
+                .id,
+        );
+    }
+    let mut queued_old = task_of(acme.id, "live", "language");
+    queued_old.id = TaskId::floor(at(T0 + 5));
+    let queued_old = insert(&*store, queued_old).await.id;
+    let recent = insert(&*store, made_at(T0 + HOUR, "succeeded")).await.id;
+
+    let bound = at(T0 + MINUTE);
+    assert_eq!(
+        store.purge_tasks(bound, 2).await.unwrap(),
+        2,
+        "at most the limit"
+    );
+    assert!(
+        store.get_task_by_id(old[0]).await.unwrap().is_none(),
+        "oldest first"
+    );
+    assert!(store.get_task_by_id(old[1]).await.unwrap().is_none());
+    assert!(store.get_task_by_id(old[2]).await.unwrap().is_some());
+    assert_eq!(store.purge_tasks(bound, 2).await.unwrap(), 1);
+    assert_eq!(store.purge_tasks(bound, 2).await.unwrap(), 0);
+    assert_eq!(fetch(&*store, queued_old).await.status, TaskStatus::Queued);
+    fetch(&*store, recent).await;
+}
