@@ -21,6 +21,9 @@ cargo build --release -p taskgate >/dev/null
 bin="$PWD/target/release/taskgate"
 duration="${BENCH_DURATION:-10s}"
 pg_admin="${TASKGATE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+# Loopback: no TLS to PostgreSQL unless PGSSLMODE asks for it (docs/deploy.md
+# has what TLS costs).
+export PGSSLMODE="${PGSSLMODE:-disable}"
 redis="${TASKGATE_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 db=taskgate_bench_instances
 out="bench/results/$(date -u +%Y-%m-%d)-instances.txt"
@@ -97,14 +100,14 @@ NGINX
 }
 
 calls() {
-    wrk -t2 -c"$1" -d"$duration" --latency -s bench/call.lua "$2/api/v1/call" \
+    wrk -t"$(( $1 < 2 ? 1 : 2 ))" -c"$1" -d"$duration" --latency -s bench/call.lua "$2/api/v1/call" \
         | grep -E "Requests/sec|50%|99%|non-200|Socket errors" || true
 }
 
 {
     echo "# Taskgate scale-out benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr); commit $(git rev-parse --short HEAD)"
-    echo "# command: bench/instances.sh (wrk -t2 -d$duration; everything on the same cores)"
+    echo "# command: bench/instances.sh (wrk -t2 -d$duration; everything on the same cores; PGSSLMODE=$PGSSLMODE)"
     echo
     echo "## sync POST /call through nginx: 1, 2 and 3 instances, one PostgreSQL database, Redis limits"
     config yes

@@ -15,6 +15,9 @@ bin="$PWD/target/release/taskgate"
 port="${BENCH_PORT:-18181}"
 duration="${BENCH_DURATION:-10s}"
 pg_admin="${TASKGATE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+# Loopback: no TLS to PostgreSQL unless PGSSLMODE asks for it (docs/deploy.md
+# has what TLS costs).
+export PGSSLMODE="${PGSSLMODE:-disable}"
 mkdir -p bench/results
 
 run_backend() {
@@ -37,7 +40,7 @@ run_backend() {
     {
         echo "# Taskgate benchmark, $backend, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "# machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr); commit $(git rev-parse --short HEAD)"
-        echo "# command: bench/run.sh $backend (wrk -t2 -d$duration on the same machine)"
+        echo "# command: bench/run.sh $backend (wrk -t2 -d$duration on the same machine; PGSSLMODE=$PGSSLMODE)"
         echo
         echo "## sync POST /call {api: sentiment} (every task stored: queued, running, succeeded)"
         for c in 8 32 128; do
