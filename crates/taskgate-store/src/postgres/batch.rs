@@ -598,22 +598,9 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
             let Some((account, reserved, created_at)) = ended else {
                 return Ok(Done::Finished(false));
             };
-            if reserved > 0 {
-                sqlx::query(crate::sql::RELEASE_SPEND)
-                    .bind(account)
-                    .bind(created_at.month_key())
-                    .bind(reserved)
-                    .execute(&mut *conn)
-                    .await?;
-            }
-            if let (Some(account), true) = (f.charge_account, f.cost_micros > 0) {
-                sqlx::query(crate::sql::UPSERT_SPEND)
-                    .bind(account)
-                    .bind(f.completed_at.month_key())
-                    .bind(f.cost_micros)
-                    .execute(&mut *conn)
-                    .await?;
-            }
+            let mut spend = Spend::default();
+            spend.settle(account, reserved, created_at, f);
+            spend.write(conn).await?;
             Ok(Done::Finished(true))
         }
     }
