@@ -71,7 +71,7 @@ enum Failed {
 }
 
 pub(super) struct Batcher {
-    /// Stores and claims: several writers.
+    /// Stores and claims: one writer.
     starts: mpsc::UnboundedSender<Job>,
     /// Finishes: one writer. Each finish moves its account's spend row,
     /// locked until its batch commits, so finish batches run one after the
