@@ -701,7 +701,9 @@ impl Serve {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Waits until `/healthz` answers.
+    /// Waits until this process says it listens and `/healthz` answers.
+    /// (Its own line first: another test's server may hold the port, picked
+    /// free a moment before, and would answer `/healthz` in its place.)
     async fn ready(&mut self, http: &reqwest::Client) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -710,6 +712,15 @@ impl Serve {
                     "taskgate serve exited ({status}) before it was ready:\n{}",
                     self.log()
                 );
+            }
+            if !self.log().contains("taskgate is listening") {
+                assert!(
+                    Instant::now() < deadline,
+                    "taskgate serve never listened:\n{}",
+                    self.log()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
             let answer = http.get(format!("{}/healthz", self.base)).send().await;
             if answer.is_ok_and(|r| r.status().is_success()) {
