@@ -433,14 +433,11 @@ impl Executor {
             self.inflight.lock().remove(&task.id);
             drop(permit);
             self.fair.done(account);
-            let queued = match (stored, unclaimed) {
-                (Ok(false), Some(queued)) => queued,
-                (Err(e), _) => {
-                    self.wake.notify_one();
-                    return Err(e);
-                }
-                _ => unreachable!("only a capped insert is refused"),
-            };
+            if let Err(e) = stored {
+                self.wake.notify_one();
+                return Err(e);
+            }
+            let queued = unclaimed.expect("only a capped insert is refused");
             self.store.insert_task(&queued).await?;
             self.fair.block(account, queued.id);
             self.wake.notify_one();

@@ -292,14 +292,14 @@ const LOCK_ACCOUNT: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0)
 
 /// Every write of a batch, inside its transaction. Inserts without a cap
 /// are one statement for them all, so are the finishes of each kind, and
-/// their spend is one statement per account and month; the rest (claims,
-/// capped writes) one statement or two each.
+/// their spend is one statement per account and month; claims and capped
+/// inserts are one statement or two each.
 async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, sqlx::Error> {
     let mut done: Vec<Option<Done>> = works.iter().map(|_| None).collect();
     let inserts: Vec<usize> = (0..works.len())
         .filter(|&i| matches!(works[i], Work::Insert { cap: None, .. }))
         .collect();
-    if inserts.len() > 1 {
+    if !inserts.is_empty() {
         let tasks: Vec<&TaskRecord> = inserts
             .iter()
             .map(|&i| match works[i] {
@@ -319,19 +319,23 @@ async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, 
             .collect();
         let ids: HashSet<TaskId> = finishes.iter().map(|&i| finish_of(works[i]).0).collect();
         // One task finished twice in a batch: one by one, as sent.
-        if finishes.len() < 2 || ids.len() < finishes.len() {
-            continue;
-        }
-        let list: Vec<(TaskId, &TaskFinish)> =
-            finishes.iter().map(|&i| finish_of(works[i])).collect();
-        let ended = finish_many(conn, transition, &list).await?;
-        for i in finishes {
-            let (id, f) = finish_of(works[i]);
-            let row = ended.get(&id);
-            if let Some(&(account, reserved, created_at)) = row {
-                spend.settle(account, reserved, created_at, f);
+        let groups: Vec<Vec<usize>> = if ids.len() == finishes.len() {
+            vec![finishes]
+        } else {
+            finishes.into_iter().map(|i| vec![i]).collect()
+        };
+        for group in groups.into_iter().filter(|g| !g.is_empty()) {
+            let list: Vec<(TaskId, &TaskFinish)> =
+                group.iter().map(|&i| finish_of(works[i])).collect();
+            let ended = finish_many(conn, transition, &list).await?;
+            for i in group {
+                let (id, f) = finish_of(works[i]);
+                let row = ended.get(&id);
+                if let Some(&(account, reserved, created_at)) = row {
+                    spend.settle(account, reserved, created_at, f);
+                }
+                done[i] = Some(Done::Finished(row.is_some()));
             }
-            done[i] = Some(Done::Finished(row.is_some()));
         }
     }
     spend.write(conn).await?;
@@ -511,6 +515,7 @@ async fn finish_many(
         .collect())
 }
 
+/// A store or a claim on its own: alone in its batch, or capped.
 async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> {
     match work {
         Work::Insert { task: t, cap } => {
@@ -519,34 +524,7 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
             {
                 return Ok(Done::AtCap);
             }
-            sqlx::query(crate::sql::INSERT_TASK)
-                .bind(t.id)
-                .bind(t.account_id)
-                .bind(t.mode)
-                .bind(&t.api)
-                .bind(t.status)
-                .bind(&t.input)
-                .bind(&t.output)
-                .bind(&t.error)
-                .bind(t.units)
-                .bind(t.input_tokens)
-                .bind(t.output_tokens)
-                .bind(t.cost_micros)
-                .bind(&t.metadata)
-                .bind(t.key_id)
-                .bind(&t.idempotency_key)
-                .bind(t.timeout_ms)
-                .bind(&t.sandbox)
-                .bind(&t.events)
-                .bind(&t.attempts)
-                .bind(t.created_at)
-                .bind(t.started_at)
-                .bind(t.completed_at)
-                .bind(&t.runner)
-                .bind(t.lease_until)
-                .bind(t.reserved_micros)
-                .execute(&mut *conn)
-                .await?;
+            insert_many(conn, &[&**t]).await?;
             Ok(Done::Inserted)
         }
         Work::Claim {
@@ -574,34 +552,6 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
                     .map(Box::new),
             ))
         }
-        Work::Finish {
-            id,
-            transition,
-            finish: f,
-        } => {
-            let ended: Option<(taskgate_core::AccountId, i64, Timestamp)> =
-                sqlx::query_as(STATEMENTS.ending(*transition))
-                    .bind(id)
-                    .bind(transition.to())
-                    .bind(&f.output)
-                    .bind(&f.error)
-                    .bind(f.units)
-                    .bind(f.input_tokens)
-                    .bind(f.output_tokens)
-                    .bind(f.cost_micros)
-                    .bind(&f.attempts)
-                    .bind(f.completed_at)
-                    .bind(f.event())
-                    .fetch_optional(&mut *conn)
-                    .await?;
-            // Cancelled (or ended by the sweeper) meanwhile: the result is dropped.
-            let Some((account, reserved, created_at)) = ended else {
-                return Ok(Done::Finished(false));
-            };
-            let mut spend = Spend::default();
-            spend.settle(account, reserved, created_at, f);
-            spend.write(conn).await?;
-            Ok(Done::Finished(true))
-        }
+        Work::Finish { .. } => unreachable!("finishes are written by run_all"),
     }
 }

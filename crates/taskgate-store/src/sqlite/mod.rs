@@ -147,13 +147,12 @@ impl SqliteStore {
                 if running_of(conn, account)? >= i64::from(max_running) {
                     return Ok(crate::Claim::AtCap);
                 }
-                let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
-                bind(&mut stmt, &[&id, &now, &runner, &lease_until, &event])?;
-                let mut rows = stmt.raw_query();
-                Ok(match rows.next()?.map(task_from_row).transpose()? {
-                    Some(t) => crate::Claim::Claimed(Box::new(t)),
-                    None => crate::Claim::Gone,
-                })
+                Ok(
+                    match claim_row(conn, id, &runner, now, lease_until, &event)? {
+                        Some(t) => crate::Claim::Claimed(Box::new(t)),
+                        None => crate::Claim::Gone,
+                    },
+                )
             })
             .await
     }
@@ -167,12 +166,7 @@ impl SqliteStore {
         event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>> {
         self.tasks
-            .run(move |conn| {
-                let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
-                bind(&mut stmt, &[&id, &now, &runner, &lease_until, &event])?;
-                let mut rows = stmt.raw_query();
-                rows.next()?.map(task_from_row).transpose()
-            })
+            .run(move |conn| claim_row(conn, id, &runner, now, lease_until, &event))
             .await
     }
 
@@ -334,6 +328,21 @@ fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreResult<()> {
     )?;
     stmt.raw_execute()?;
     Ok(())
+}
+
+/// [`Transition::Claim`] of a queued task: the claimed task, if it was.
+fn claim_row(
+    conn: &rusqlite::Connection,
+    id: TaskId,
+    runner: &RunnerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+    event: &TaskEvent,
+) -> StoreResult<Option<TaskRecord>> {
+    let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
+    bind(&mut stmt, &[&id, &now, runner, &lease_until, event])?;
+    let mut rows = stmt.raw_query();
+    rows.next()?.map(task_from_row).transpose()
 }
 
 /// The account's running tasks.
