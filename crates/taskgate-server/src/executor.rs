@@ -140,7 +140,12 @@ impl Executor {
             if self.fair.unblock(end.account) {
                 self.wake.notify_one();
             }
-            if self.waiters.lock().contains_key(&end.id) {
+            // A task running here hands its end to its waiters itself (the
+            // notice often comes first), unless it was cancelled elsewhere:
+            // then its execution just stops.
+            let ends_here =
+                end.status != TaskStatus::Cancelled && self.inflight.lock().contains(&end.id);
+            if !ends_here && self.waiters.lock().contains_key(&end.id) {
                 match self.store.get_task_by_id(end.id).await {
                     Ok(Some(task)) if task.status.is_terminal() => self.notify(&task),
                     Ok(_) => {}

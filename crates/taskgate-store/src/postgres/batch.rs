@@ -12,12 +12,13 @@
 //! serialization failure or a deadlock (other instances write the same rows)
 //! is run again, up to the configured number of retries.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 use taskgate_core::column::TextColumn;
-use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, Timestamp};
+use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp};
 use tokio::sync::{mpsc, oneshot};
 
 use super::STATEMENTS;
@@ -127,10 +128,55 @@ impl Batcher {
     }
 }
 
+/// How long a writer keeps its connection without work before giving it
+/// back to the pool.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// A writer's connection, held from batch to batch while work keeps coming:
+/// a connection given back to the pool costs a round trip (sqlx checks it),
+/// as much as a statement.
+struct Writer {
+    pool: PgPool,
+    conn: Option<PoolConnection<Postgres>>,
+    retries: u32,
+}
+
+impl Writer {
+    async fn connection(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        Ok(&mut **self.conn.insert(conn))
+    }
+
+    /// Closes the connection: lost, or in a state not known.
+    fn discard(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            conn.close_on_drop();
+        }
+    }
+}
+
 async fn write_loop(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>, retries: u32) {
+    let mut writer = Writer {
+        pool,
+        conn: None,
+        retries,
+    };
     loop {
         let mut batch = Vec::new();
-        match queue.recv().await {
+        let first = match writer.conn {
+            Some(_) => match tokio::time::timeout(IDLE, queue.recv()).await {
+                Ok(job) => job,
+                Err(_) => {
+                    writer.conn = None; // back to the pool
+                    queue.recv().await
+                }
+            },
+            None => queue.recv().await,
+        };
+        match first {
             Some(job) => batch.push(job),
             None => return, // the store was dropped
         }
@@ -143,24 +189,24 @@ async fn write_loop(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>, retri
         // Accounts' locks are taken in one order by every batch, so two
         // batches never wait for each other's.
         batch.sort_by_key(|job| job.work.capped_account().map(|a| a.to_string()));
-        commit(&pool, batch, retries).await;
+        commit(&mut writer, batch).await;
     }
 }
 
 /// Commits `batch` and answers its jobs; on a statement's failure, runs
 /// each job again alone.
-async fn commit(pool: &PgPool, batch: Vec<Job>, retries: u32) {
+async fn commit(writer: &mut Writer, batch: Vec<Job>) {
     let mut tries = 0;
     loop {
         let works: Vec<&Work> = batch.iter().map(|j| &j.work).collect();
-        match attempt(pool, &works).await {
+        match attempt(writer, &works).await {
             Ok(done) => {
                 for (job, done) in batch.into_iter().zip(done) {
                     let _ = job.reply.send(Ok(done));
                 }
                 return;
             }
-            Err(Failed::Statement(e)) if is_retryable(&e) && tries < retries => {
+            Err(Failed::Statement(e)) if is_retryable(&e) && tries < writer.retries => {
                 tries += 1;
                 tracing::debug!(error = %e, tries, "a batch of task writes met a conflict; again");
                 tokio::time::sleep(Duration::from_millis(5 * u64::from(tries))).await;
@@ -172,7 +218,7 @@ async fn commit(pool: &PgPool, batch: Vec<Job>, retries: u32) {
             }
             Err(Failed::Statement(_)) => {
                 for job in batch {
-                    Box::pin(commit(pool, vec![job], retries)).await;
+                    Box::pin(commit(writer, vec![job])).await;
                 }
                 return;
             }
@@ -222,50 +268,67 @@ fn is_retryable(e: &sqlx::Error) -> bool {
 
 /// One transaction for all of `works`. A lone write of one statement runs
 /// without `BEGIN` and `COMMIT`: two round trips fewer when load is light.
-async fn attempt(pool: &PgPool, works: &[&Work]) -> Result<Vec<Done>, Failed> {
-    let mut conn = pool.acquire().await.map_err(Failed::Batch)?;
-    if let [work] = works
-        && !needs_transaction(work)
-    {
-        return run(&mut conn, work).await.map(|d| vec![d]).map_err(|e| {
+async fn attempt(writer: &mut Writer, works: &[&Work]) -> Result<Vec<Done>, Failed> {
+    let conn = writer.connection().await.map_err(Failed::Batch)?;
+    transact(conn, works).await.map_err(|(failed, reusable)| {
+        if !reusable {
+            writer.discard();
+        }
+        failed
+    })
+}
+
+/// [`attempt`] on `conn`; on failure, whether the connection may be used
+/// again.
+async fn transact(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, (Failed, bool)> {
+    if single_statement(works) {
+        return run_all(conn, works).await.map_err(|e| {
             if is_lost(&e) {
-                Failed::Batch(e)
+                (Failed::Batch(e), false)
             } else {
-                Failed::Statement(e)
+                (Failed::Statement(e), true)
             }
         });
     }
     sqlx::raw_sql("BEGIN")
         .execute(&mut *conn)
         .await
-        .map_err(Failed::Batch)?;
-    let done = match run_all(&mut conn, works).await {
+        .map_err(|e| (Failed::Batch(e), false))?;
+    let done = match run_all(conn, works).await {
         Ok(done) => done,
         // Run one by one, each would wait for the database again.
-        Err(e) if is_lost(&e) => {
-            conn.close_on_drop();
-            return Err(Failed::Batch(e));
-        }
+        Err(e) if is_lost(&e) => return Err((Failed::Batch(e), false)),
         Err(e) => {
-            // A connection that cannot roll back is not given back.
-            if sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
-                conn.close_on_drop();
-            }
-            return Err(Failed::Statement(e));
+            // A connection that cannot roll back is not used again.
+            let rolled_back = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_ok();
+            return Err((Failed::Statement(e), rolled_back));
         }
     };
     if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
-        conn.close_on_drop();
-        return Err(Failed::Batch(e));
+        return Err((Failed::Batch(e), false));
     }
     Ok(done)
 }
 
-/// A finish may write spend rows too (a reservation released, a cost
-/// charged): those statements commit with it or not at all.
-/// So does a capped write: its account's lock is held until the commit.
-fn needs_transaction(work: &Work) -> bool {
-    matches!(work, Work::Finish { .. }) || work.capped_account().is_some()
+/// Whether [`run_all`] writes `works` with one statement, atomic on its
+/// own: then no `BEGIN` and `COMMIT`, two round trips fewer. Stores without
+/// a cap are one statement, so are finishes (their spend with them), so is
+/// a claim; a capped write takes its account's lock first.
+fn single_statement(works: &[&Work]) -> bool {
+    if works.iter().any(|w| w.capped_account().is_some()) {
+        return false;
+    }
+    let inserts = works
+        .iter()
+        .filter(|w| matches!(w, Work::Insert { .. }))
+        .count();
+    let finishes = finish_groups(works);
+    match (inserts, finishes.as_slice()) {
+        (n, []) if n == works.len() => true,
+        (0, []) => works.len() == 1, // a claim
+        (0, [all]) => all.len() == works.len(),
+        _ => false,
+    }
 }
 
 /// Whether `account` has `cap` running tasks or more, counted under the
@@ -290,9 +353,8 @@ async fn at_cap(
 /// A transaction-scoped lock per account.
 const LOCK_ACCOUNT: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 
-/// Every write of a batch, inside its transaction. Inserts without a cap
-/// are one statement for them all, so are the finishes of each kind, and
-/// their spend is one statement per account and month; claims and capped
+/// Every write of a batch. Inserts without a cap are one statement for
+/// them all, so are the finishes (and their spend); claims and capped
 /// inserts are one statement or two each.
 async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, sqlx::Error> {
     let mut done: Vec<Option<Done>> = works.iter().map(|_| None).collect();
@@ -312,33 +374,13 @@ async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, 
             done[i] = Some(Done::Inserted);
         }
     }
-    let mut spend = Spend::default();
-    for transition in [Transition::Succeed, Transition::Fail] {
-        let finishes: Vec<usize> = (0..works.len())
-            .filter(|&i| matches!(works[i], Work::Finish { transition: t, .. } if *t == transition))
-            .collect();
-        let ids: HashSet<TaskId> = finishes.iter().map(|&i| finish_of(works[i]).0).collect();
-        // One task finished twice in a batch: one by one, as sent.
-        let groups: Vec<Vec<usize>> = if ids.len() == finishes.len() {
-            vec![finishes]
-        } else {
-            finishes.into_iter().map(|i| vec![i]).collect()
-        };
-        for group in groups.into_iter().filter(|g| !g.is_empty()) {
-            let list: Vec<(TaskId, &TaskFinish)> =
-                group.iter().map(|&i| finish_of(works[i])).collect();
-            let ended = finish_many(conn, transition, &list).await?;
-            for i in group {
-                let (id, f) = finish_of(works[i]);
-                let row = ended.get(&id);
-                if let Some(&(account, reserved, created_at)) = row {
-                    spend.settle(account, reserved, created_at, f);
-                }
-                done[i] = Some(Done::Finished(row.is_some()));
-            }
+    for group in finish_groups(works) {
+        let list: Vec<(TaskId, &TaskFinish)> = group.iter().map(|&i| finish_of(works[i])).collect();
+        let ended = finish_many(conn, &list).await?;
+        for i in group {
+            done[i] = Some(Done::Finished(ended.contains(&finish_of(works[i]).0)));
         }
     }
-    spend.write(conn).await?;
     let mut all = Vec::with_capacity(works.len());
     for (work, done) in works.iter().zip(done) {
         all.push(match done {
@@ -349,49 +391,33 @@ async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, 
     Ok(all)
 }
 
+/// The finishes of `works`, in groups written by one statement each: all
+/// of them, or one by one, as sent, if a task is finished twice.
+fn finish_groups(works: &[&Work]) -> Vec<Vec<usize>> {
+    let finishes: Vec<usize> = (0..works.len())
+        .filter(|&i| matches!(works[i], Work::Finish { .. }))
+        .collect();
+    let ids: HashSet<TaskId> = finishes.iter().map(|&i| finish_of(works[i]).0).collect();
+    if finishes.is_empty() {
+        Vec::new()
+    } else if ids.len() == finishes.len() {
+        vec![finishes]
+    } else {
+        finishes.into_iter().map(|i| vec![i]).collect()
+    }
+}
+
 fn finish_of(work: &Work) -> (TaskId, &TaskFinish) {
     match work {
-        Work::Finish { id, finish, .. } => (*id, &**finish),
+        Work::Finish {
+            id,
+            transition,
+            finish,
+        } => {
+            debug_assert_eq!(transition.from(), [TaskStatus::Running]);
+            (*id, &**finish)
+        }
         _ => unreachable!("a finish"),
-    }
-}
-
-/// The spend a batch's finishes move, summed per account and month.
-#[derive(Default)]
-struct Spend {
-    released: BTreeMap<(String, String), (AccountId, i64)>,
-    charged: BTreeMap<(String, String), (AccountId, i64)>,
-}
-
-impl Spend {
-    /// A task that ended: its reservation given back, its cost charged.
-    fn settle(&mut self, account: AccountId, reserved: i64, created_at: Timestamp, f: &TaskFinish) {
-        if reserved > 0 {
-            let key = (account.to_string(), created_at.month_key());
-            self.released.entry(key).or_insert((account, 0)).1 += reserved;
-        }
-        if let (Some(charged), true) = (f.charge_account, f.cost_micros > 0) {
-            let key = (charged.to_string(), f.completed_at.month_key());
-            self.charged.entry(key).or_insert((charged, 0)).1 += f.cost_micros;
-        }
-    }
-
-    /// In key order, so that batches lock the spend rows in one order.
-    async fn write(self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-        for (statement, sums) in [
-            (crate::sql::RELEASE_SPEND, self.released),
-            (crate::sql::UPSERT_SPEND, self.charged),
-        ] {
-            for ((_, month), (account, micros)) in sums {
-                sqlx::query(statement)
-                    .bind(account)
-                    .bind(month)
-                    .bind(micros)
-                    .execute(&mut *conn)
-                    .await?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -449,71 +475,77 @@ const INSERT_MANY: &str = "INSERT INTO tasks (id, account_id, mode, api, status,
      $14::text[], $15::text[], $16::bigint[], $17::text[], $18::text[], $19::text[], $20::bigint[], \
      $21::bigint[], $22::bigint[], $23::text[], $24::bigint[], $25::bigint[])";
 
-/// Many ends of one kind in one statement, as [`crate::sql::Statements`]'s
-/// `ending` makes one; the tasks that were still running, with what their
-/// spend needs.
+/// Many ends of running tasks in one statement, with the spend they move
+/// (what [`crate::sql::Statements`]'s `ending`, [`crate::sql::RELEASE_SPEND`]
+/// and [`crate::sql::UPSERT_SPEND`] do one by one); the tasks that were
+/// still running.
 async fn finish_many(
     conn: &mut PgConnection,
-    transition: Transition,
     list: &[(TaskId, &TaskFinish)],
-) -> Result<HashMap<TaskId, (AccountId, i64, Timestamp)>, sqlx::Error> {
-    let sql = format!(
-        "UPDATE tasks SET status = u.status, output = u.output, error = u.error, units = u.units, \
-         input_tokens = u.input_tokens, output_tokens = u.output_tokens, cost_micros = u.cost_micros, \
-         attempts = u.attempts, completed_at = u.completed_at, lease_until = NULL, \
-         events = (tasks.events::jsonb || jsonb_build_array(u.event::jsonb))::text \
-         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
-         $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[]) \
-         AS u(id, status, output, error, units, input_tokens, output_tokens, cost_micros, attempts, \
-         completed_at, event) \
-         WHERE tasks.id = u.id AND tasks.{} \
-         RETURNING tasks.id, tasks.account_id, tasks.reserved_micros, tasks.created_at",
-        crate::sql::status_in(transition.from())
-    );
-    let to = text(&transition.to());
-    let rows: Vec<(TaskId, AccountId, i64, Timestamp)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+) -> Result<HashSet<TaskId>, sqlx::Error> {
+    fn column<T>(list: &[(TaskId, &TaskFinish)], f: impl Fn(&TaskFinish) -> T) -> Vec<T> {
+        list.iter().map(|(_, x)| f(x)).collect()
+    }
+    let ids: Vec<(TaskId,)> = sqlx::query_as(FINISH_MANY)
         .bind(
             list.iter()
                 .map(|(id, _)| id.to_string())
                 .collect::<Vec<_>>(),
         )
-        .bind(list.iter().map(|_| to.clone()).collect::<Vec<_>>())
-        .bind(
-            list.iter()
-                .map(|(_, f)| f.output.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(texts(list.iter().map(|(_, f)| f.error.as_ref())))
-        .bind(list.iter().map(|(_, f)| f.units).collect::<Vec<_>>())
-        .bind(list.iter().map(|(_, f)| f.input_tokens).collect::<Vec<_>>())
-        .bind(
-            list.iter()
-                .map(|(_, f)| f.output_tokens)
-                .collect::<Vec<_>>(),
-        )
-        .bind(list.iter().map(|(_, f)| f.cost_micros).collect::<Vec<_>>())
-        .bind(
-            list.iter()
-                .map(|(_, f)| text(&f.attempts))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            list.iter()
-                .map(|(_, f)| f.completed_at.unix_ms())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            list.iter()
-                .map(|(_, f)| text(&f.event()))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(list, |f| text(&f.status)))
+        .bind(column(list, |f| f.output.clone()))
+        .bind(column(list, |f| f.error.as_ref().map(text)))
+        .bind(column(list, |f| f.units))
+        .bind(column(list, |f| f.input_tokens))
+        .bind(column(list, |f| f.output_tokens))
+        .bind(column(list, |f| f.cost_micros))
+        .bind(column(list, |f| text(&f.attempts)))
+        .bind(column(list, |f| f.completed_at.unix_ms()))
+        .bind(column(list, |f| text(&f.event())))
+        .bind(column(list, |f| f.charge_account.map(|a| a.to_string())))
+        .bind(column(list, |f| f.completed_at.month_key()))
+        .bind(column(list, |_| text(&TaskStatus::Running)))
         .fetch_all(&mut *conn)
         .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, account, reserved, created_at)| (id, (account, reserved, created_at)))
-        .collect())
+    Ok(ids.into_iter().map(|(id,)| id).collect())
 }
+
+/// Ends running tasks from one array per column, and moves their spend: a
+/// reservation given back in the month the task was created, a cost
+/// charged in the month it completed. Both are summed per account and
+/// month, so each row changes once (a row cannot change twice in one
+/// statement), in key order, so that concurrent writers lock rows in one
+/// order. A reservation's month has its row already.
+///
+/// The state each task must be in comes as a column (`was`), not a
+/// constant: with `status = 'running'` the planner may scan every running
+/// task (dead index entries included) and hash them, instead of looking
+/// each task up by its key.
+const FINISH_MANY: &str = "WITH ended AS (\
+     UPDATE tasks SET status = u.status, output = u.output, error = u.error, units = u.units, \
+     input_tokens = u.input_tokens, output_tokens = u.output_tokens, cost_micros = u.cost_micros, \
+     attempts = u.attempts, completed_at = u.completed_at, lease_until = NULL, \
+     events = (tasks.events::jsonb || jsonb_build_array(u.event::jsonb))::text \
+     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
+     $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::text[], $13::text[], \
+     $14::text[]) AS u(id, status, output, error, units, input_tokens, output_tokens, cost_micros, \
+     attempts, completed_at, event, charge_account, charge_month, was) \
+     WHERE tasks.id = u.id AND tasks.status = u.was \
+     RETURNING tasks.id, tasks.account_id, tasks.reserved_micros, tasks.created_at, \
+     u.charge_account, u.charge_month, u.cost_micros), \
+     moves (account_id, month, released, charged) AS (\
+     SELECT account_id, to_char(timestamp 'epoch' + created_at * interval '1 millisecond', 'YYYY-MM'), \
+     reserved_micros, 0 FROM ended WHERE reserved_micros > 0 \
+     UNION ALL SELECT charge_account, charge_month, 0, cost_micros FROM ended \
+     WHERE charge_account IS NOT NULL AND cost_micros > 0), \
+     sums AS (SELECT account_id, month, SUM(released)::bigint AS released, \
+     SUM(charged)::bigint AS charged FROM moves GROUP BY account_id, month), \
+     spend AS (INSERT INTO account_spend AS s (account_id, month, micros) \
+     SELECT account_id, month, charged FROM sums ORDER BY account_id, month \
+     ON CONFLICT (account_id, month) DO UPDATE SET micros = s.micros + excluded.micros, \
+     reserved = GREATEST(s.reserved - (SELECT released FROM sums \
+     WHERE sums.account_id = excluded.account_id AND sums.month = excluded.month), 0)) \
+     SELECT id FROM ended";
 
 /// A store or a claim on its own: alone in its batch, or capped.
 async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> {

@@ -505,6 +505,36 @@ pub async fn reservations_hold_the_limit_and_are_settled(store: Arc<dyn Store>) 
     assert_eq!(store.month_reserved(acme.id, &jan).await.unwrap(), 0);
     assert_eq!(store.month_spend(acme.id, &jan).await.unwrap(), 30);
 
+    // Created in January, finished in February: the reservation goes back
+    // in January, the cost is charged in February; many at once, as sums.
+    let feb = at(FEB).month_key();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        assert!(reserve(15).await);
+        let mut t = task_of(acme.id, "live", "language");
+        t.reserved_micros = 15;
+        let t = insert(&*store, t).await;
+        store
+            .claim_task(t.id, &runner("runner-1"), at(T0 + 1), at(FEB + HOUR))
+            .await
+            .unwrap()
+            .unwrap();
+        tasks.push(t.id);
+    }
+    let mut finishes = tokio::task::JoinSet::new();
+    for id in tasks {
+        let store = store.clone();
+        finishes.spawn(async move {
+            let done = finish("succeeded", 7, FEB + 5, Some(acme.id));
+            store.finish_task(id, &done).await.unwrap()
+        });
+    }
+    assert!(finishes.join_all().await.into_iter().all(|ended| ended));
+    assert_eq!(store.month_reserved(acme.id, &jan).await.unwrap(), 0);
+    assert_eq!(store.month_spend(acme.id, &jan).await.unwrap(), 30);
+    assert_eq!(store.month_reserved(acme.id, &feb).await.unwrap(), 0);
+    assert_eq!(store.month_spend(acme.id, &feb).await.unwrap(), 28);
+
     // Cancelled (queued or running) and interrupted tasks give theirs back.
     for end in ["cancel queued", "cancel running", "interrupt"] {
         assert!(reserve(20).await, "{end}");
