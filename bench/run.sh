@@ -6,6 +6,11 @@
 #   bench/run.sh [sqlite|postgres|both]     results go to bench/results/<date>-<backend>.txt
 #   BENCH_ONLY=calls bench/run.sh postgres  the sync calls only (no seeding, no pages):
 #                                           results go to <date>-<backend>-calls.txt
+#   BENCH_PG_SYNC_COMMIT=off bench/run.sh postgres
+#                                           PostgreSQL commits without waiting for the
+#                                           WAL flush, SQLite's durability here
+#                                           (synchronous = NORMAL): results go to
+#                                           <date>-postgres[-calls]-async-commit.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-both}"
@@ -28,8 +33,13 @@ run_backend() {
     else
         psql -q "$pg_admin" -c "DROP DATABASE IF EXISTS taskgate_bench WITH (FORCE)" -c "CREATE DATABASE taskgate_bench"
         url="${pg_admin%/*}/taskgate_bench"
+        if [ -n "${BENCH_PG_SYNC_COMMIT:-}" ]; then
+            psql -q "$pg_admin" -c "ALTER DATABASE taskgate_bench SET synchronous_commit = $BENCH_PG_SYNC_COMMIT"
+        fi
     fi
-    out="bench/results/$(date -u +%Y-%m-%d)-$backend${BENCH_ONLY:+-$BENCH_ONLY}.txt"
+    local variant=""
+    [ "$backend" = postgres ] && [ "${BENCH_PG_SYNC_COMMIT:-on}" = off ] && variant="-async-commit"
+    out="bench/results/$(date -u +%Y-%m-%d)-$backend${BENCH_ONLY:+-$BENCH_ONLY}$variant.txt"
     (cd "$dir" && TASKGATE_DATABASE_URL="$url" TASKGATE_LISTEN="127.0.0.1:$port" \
         TASKGATE_DEFAULT_PLAN=enterprise TASKGATE_LOG_LEVEL=warn exec "$bin" serve >"$dir/stdout" 2>"$dir/stderr") &
     pid=$!
@@ -40,7 +50,7 @@ run_backend() {
     {
         echo "# Taskgate benchmark, $backend, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "# machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr); commit $(git rev-parse --short HEAD)"
-        echo "# command: bench/run.sh $backend (wrk -t2 -d$duration on the same machine; PGSSLMODE=$PGSSLMODE)"
+        echo "# command: ${BENCH_ONLY:+BENCH_ONLY=$BENCH_ONLY }${variant:+BENCH_PG_SYNC_COMMIT=off }bench/run.sh $backend (wrk -t2 -d$duration on the same machine; PGSSLMODE=$PGSSLMODE)"
         echo
         echo "## sync POST /call {api: sentiment} (every task stored: queued, running, succeeded)"
         for c in 8 32 128; do

@@ -30,6 +30,9 @@ mod idempotency;
 mod keys;
 #[path = "conformance/lifecycle.rs"]
 mod lifecycle;
+/// PostgreSQL only: how the writers' statements are planned.
+#[path = "conformance/plans.rs"]
+mod plans;
 #[path = "conformance/tasks.rs"]
 mod tasks;
 #[path = "conformance/transitions.rs"]
@@ -138,5 +141,13 @@ mod raw {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_corrupt_values_name_their_column() {
         crate::harness::postgres_with_url(crate::corrupt::corrupt_values_name_their_column).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_finishes_look_tasks_up_by_key_as_the_table_grows() {
+        crate::harness::postgres_with_url(
+            crate::plans::finishes_look_tasks_up_by_key_as_the_table_grows,
+        )
+        .await;
     }
 }

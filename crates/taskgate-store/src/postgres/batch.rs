@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use taskgate_core::column::TextColumn;
 use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp};
 use tokio::sync::{mpsc, oneshot};
@@ -132,22 +132,70 @@ impl Batcher {
 /// back to the pool.
 const IDLE: Duration = Duration::from_secs(1);
 
+/// Rows a writer writes before its statements are planned again the first
+/// time; then each time the rows it wrote have doubled.
+const FIRST_REPLAN: u64 = 1_000;
+
 /// A writer's connection, held from batch to batch while work keeps coming:
 /// a connection given back to the pool costs a round trip (sqlx checks it),
 /// as much as a statement.
+///
+/// Its prepared statements are planned again (closed, prepared anew) when it
+/// takes a connection and whenever the rows it wrote have doubled. After a
+/// few runs PostgreSQL keeps one generic plan per prepared statement and
+/// makes it again only when the table's statistics change. A finish's plan
+/// made while `tasks` was small (every new install) scans and hashes the
+/// whole table, and where statistics lag (autovacuum off, or before its
+/// first analyze) it would do so at a million rows: a third of the sync
+/// calls/s measured. Planned anew, the estimate follows the table's size
+/// on disk and the plan looks each task up by its key. Planning every
+/// execution instead (`plan_cache_mode = force_custom_plan`) costs a fifth
+/// of the calls/s once plans are right (bench/results/2026-11-24-*).
 struct Writer {
     pool: PgPool,
     conn: Option<PoolConnection<Postgres>>,
     retries: u32,
+    /// Rows written since the writer started.
+    written: u64,
+    /// When `written` reaches it, the statements are planned again.
+    replan_at: u64,
 }
 
 impl Writer {
+    fn new(pool: PgPool, retries: u32) -> Self {
+        Self {
+            pool,
+            conn: None,
+            retries,
+            written: 0,
+            replan_at: FIRST_REPLAN,
+        }
+    }
+
     async fn connection(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
         let conn = match self.conn.take() {
             Some(conn) => conn,
-            None => self.pool.acquire().await?,
+            None => {
+                let mut conn = self.pool.acquire().await?;
+                conn.clear_cached_statements().await?;
+                conn
+            }
         };
         Ok(&mut **self.conn.insert(conn))
+    }
+
+    /// Counts `rows` written; plans the statements again when they doubled.
+    async fn wrote(&mut self, rows: usize) {
+        self.written += rows as u64;
+        if self.written < self.replan_at {
+            return;
+        }
+        self.replan_at = self.written.saturating_mul(2);
+        if let Some(conn) = self.conn.as_mut()
+            && conn.clear_cached_statements().await.is_err()
+        {
+            self.discard();
+        }
     }
 
     /// Closes the connection: lost, or in a state not known.
@@ -159,11 +207,7 @@ impl Writer {
 }
 
 async fn write_loop(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>, retries: u32) {
-    let mut writer = Writer {
-        pool,
-        conn: None,
-        retries,
-    };
+    let mut writer = Writer::new(pool, retries);
     loop {
         let mut batch = Vec::new();
         let first = match writer.conn {
@@ -201,9 +245,11 @@ async fn commit(writer: &mut Writer, batch: Vec<Job>) {
         let works: Vec<&Work> = batch.iter().map(|j| &j.work).collect();
         match attempt(writer, &works).await {
             Ok(done) => {
+                let rows = batch.len();
                 for (job, done) in batch.into_iter().zip(done) {
                     let _ = job.reply.send(Ok(done));
                 }
+                writer.wrote(rows).await;
                 return;
             }
             Err(Failed::Statement(e)) if is_retryable(&e) && tries < writer.retries => {

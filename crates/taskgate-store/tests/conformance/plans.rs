@@ -1,0 +1,75 @@
+//! PostgreSQL keeps one generic plan per prepared statement and makes it
+//! again only when a table's statistics change. The store's writers plan
+//! theirs again as `tasks` grows, so ending a task looks it up by its key
+//! at any size, even where statistics never change (autovacuum off).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+use taskgate_core::AccountId;
+use taskgate_store::Store;
+
+use crate::fixtures::{T0, at, finish, new_account, runner, task_of};
+
+/// Stores `n` running tasks and ends each, `parallel` at a time.
+async fn start_and_end(store: &Arc<dyn Store>, account: AccountId, n: usize, parallel: usize) {
+    for _ in 0..n.div_ceil(parallel) {
+        let mut round = tokio::task::JoinSet::new();
+        for _ in 0..parallel {
+            let store = store.clone();
+            round.spawn(async move {
+                let t = task_of(account, "live", "language")
+                    .claimed(&runner("runner-1"), at(T0 + 1), at(T0 + 60_000))
+                    .unwrap();
+                store.insert_task(&t).await.unwrap();
+                let ended = store
+                    .finish_task(t.id, &finish("succeeded", 0, T0 + 2, None))
+                    .await
+                    .unwrap();
+                assert!(ended);
+            });
+        }
+        while let Some(done) = round.join_next().await {
+            done.unwrap();
+        }
+    }
+}
+
+/// Full scans of `tasks` so far. A server process reports its statistics
+/// when it ends (or, idle, up to ten seconds late): the store's are ended.
+async fn full_scans(admin: &mut PgConnection) -> i64 {
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&mut *admin)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sqlx::query_scalar("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'tasks'")
+        .fetch_one(admin)
+        .await
+        .unwrap()
+}
+
+/// One task at a time, each finish is a statement of its own. Its plan is
+/// made on an empty table (a scan and a hash), and made again once the
+/// writer wrote 1,000 rows, when the table is big enough for the planner to
+/// look tasks up by key (from about 600). Kept, it would scan the table for
+/// each of the 3,000.
+pub async fn finishes_look_tasks_up_by_key_as_the_table_grows(store: Arc<dyn Store>, url: String) {
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    // The statistics stay those of an empty table.
+    sqlx::query("ALTER TABLE tasks SET (autovacuum_enabled = false)")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let acme = new_account(&*store, "Acme").await.id;
+    start_and_end(&store, acme, 3_000, 1).await;
+    let scans = full_scans(&mut admin).await;
+    assert!(
+        scans < 1_500,
+        "3,000 finishes scanned the whole table {scans} times"
+    );
+}
