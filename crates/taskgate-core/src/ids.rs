@@ -19,13 +19,34 @@ use crate::newtype::string_newtype;
 
 // A monotonic generator: ids made in the same millisecond still sort in the
 // order they were made, which keyset pagination by id relies on.
-static GENERATOR: Mutex<Option<Generator>> = Mutex::new(None);
+static GENERATOR: Mutex<Option<Stamper>> = Mutex::new(None);
+
+struct Stamper {
+    generator: Generator,
+    /// The millisecond of the last id the generator made.
+    last_ms: u128,
+}
 
 fn next_ulid_at(at: SystemTime) -> Ulid {
+    let ms = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     let mut guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
-    let generator = guard.get_or_insert_with(Generator::new);
+    let stamper = guard.get_or_insert_with(|| Stamper {
+        generator: Generator::new(),
+        last_ms: 0,
+    });
+    // Stamped before the last id made (its caller read the clock before
+    // another caller made theirs): an id of its own millisecond. The
+    // generator would carry on from the later one, and the id would not
+    // agree with the row's `created_at`.
+    if ms < stamper.last_ms {
+        return Ulid::from_datetime(at);
+    }
+    stamper.last_ms = ms;
     // Overflow needs 2^80 ids in one millisecond; fall back to a random one.
-    generator
+    stamper
+        .generator
         .generate_from_datetime(at)
         .unwrap_or_else(|_| Ulid::from_datetime(at))
 }
@@ -212,6 +233,16 @@ mod tests {
         assert!(TaskId::floor(now) <= id);
         assert!(TaskId::floor(now.plus_ms(1)) > id);
         assert!(TaskId::floor(now).to_string() <= id.to_string());
+    }
+
+    #[test]
+    fn an_id_stamped_before_the_last_one_made_keeps_its_millisecond() {
+        let now = Timestamp::now();
+        let later = TaskId::at(now.plus_ms(5));
+        let id = TaskId::at(now);
+        assert!(TaskId::floor(now) <= id);
+        assert!(TaskId::floor(now.plus_ms(1)) > id);
+        assert!(id < later);
     }
 
     #[test]
