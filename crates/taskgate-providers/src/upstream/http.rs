@@ -137,6 +137,11 @@ impl Conn {
     /// Sends a request and reads its JSON body.
     pub async fn send_json(&self, rb: RequestBuilder) -> Result<Value, UpstreamError> {
         let resp = self.send(rb).await?;
+        self.read_json(resp).await
+    }
+
+    /// Reads a successful answer's JSON body.
+    pub async fn read_json(&self, resp: Response) -> Result<Value, UpstreamError> {
         let status = resp.status().as_u16();
         let body = read_limited(resp)
             .await
@@ -621,4 +626,15 @@ mod tests {
         );
         assert_eq!(error_message(&json!({"detail": "d"})).as_deref(), Some("d"));
     }
+}
+
+/// Whether an answer says its body is JSON (`application/json`, or a
+/// `+json` type), whatever was asked for.
+pub fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|essence| essence.trim().to_ascii_lowercase())
+        .is_some_and(|essence| essence == "application/json" || essence.ends_with("+json"))
 }

@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 use taskgate_core::task::error_code;
 
-use super::http::{Conn, UpstreamError, merge_options, read_sse};
+use super::http::{Conn, UpstreamError, is_json, merge_options, read_sse};
 use super::{Adapter, Call};
 use crate::kinds::Kind;
 use crate::{Execution, Usage};
@@ -49,6 +49,17 @@ impl OpenAi {
             return chat_result(&v, call.model);
         }
         let resp = self.conn.send(rb).await?;
+        // Some OpenAI-compatible servers ignore `stream` and answer whole:
+        // read by what the answer says it is, and hand its text to stream
+        // readers as one delta.
+        if is_json(&resp) {
+            let v = self.conn.read_json(resp).await?;
+            let x = chat_result(&v, call.model)?;
+            if let Some(text) = x.output["text"].as_str().filter(|t| !t.is_empty()) {
+                call.ctx.delta(text);
+            }
+            return Ok(x);
+        }
         let mut text = String::new();
         let mut finish: Option<String> = None;
         let mut model: Option<String> = None;

@@ -141,6 +141,42 @@ async fn streamed_chat_sends_deltas_and_keeps_the_whole_text() {
 }
 
 #[tokio::test]
+async fn a_streamed_chat_answered_whole_is_read_whole() {
+    // A server that ignores `"stream": true` and answers `application/json`.
+    let (fake, base) = Fake::start(vec![ok_chat("Hello")]).await;
+    let u = upstream(
+        &[("oa", provider(Protocol::Openai, &base))],
+        vec![route("chat", Kind::Chat, &[&[("oa", "gpt-4o-mini")]])],
+    );
+    let deltas = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = deltas.clone();
+    let mut ctx = ExecContext::with_timeout(Duration::from_secs(10))
+        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
+    let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
+    assert_eq!(fake.body(0)["stream"], true);
+    assert_eq!(x.output["text"], "Hello");
+    assert_eq!(x.output["finish_reason"], "stop");
+    assert_eq!(
+        (x.usage.input_tokens, x.usage.output_tokens),
+        (Some(19), Some(10))
+    );
+    assert_eq!(*deltas.lock(), vec!["Hello"], "stream readers get the text");
+}
+
+#[tokio::test]
+async fn a_streamed_chat_answered_with_json_that_is_no_completion_fails_clearly() {
+    let (_fake, base) = Fake::start(vec![Reply::Json(200, json!({"object": "list"}))]).await;
+    let u = upstream(
+        &[("oa", provider(Protocol::Openai, &base))],
+        vec![route("chat", Kind::Chat, &[&[("oa", "gpt-4o-mini")]])],
+    );
+    let (r, _) = run(&u, "chat", chat_input()).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.code, "invalid_upstream_response");
+    assert!(e.message.contains("no `choices`"), "{}", e.message);
+}
+
+#[tokio::test]
 async fn a_429_is_retried_after_its_retry_after() {
     let (fake, base) = Fake::start(vec![
         error(429, "Rate limit reached for gpt-4o-mini", Some("1")),
