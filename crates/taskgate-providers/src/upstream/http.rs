@@ -500,6 +500,17 @@ pub(crate) async fn read_sse(
     Ok(())
 }
 
+/// Whether an answer says its body is JSON (`application/json`, or a
+/// `+json` type), whatever was asked for.
+pub fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|essence| essence.trim().to_ascii_lowercase())
+        .is_some_and(|essence| essence == "application/json" || essence.ends_with("+json"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,15 +637,4 @@ mod tests {
         );
         assert_eq!(error_message(&json!({"detail": "d"})).as_deref(), Some("d"));
     }
-}
-
-/// Whether an answer says its body is JSON (`application/json`, or a
-/// `+json` type), whatever was asked for.
-pub fn is_json(resp: &Response) -> bool {
-    resp.headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|essence| essence.trim().to_ascii_lowercase())
-        .is_some_and(|essence| essence == "application/json" || essence.ends_with("+json"))
 }
