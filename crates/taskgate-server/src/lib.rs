@@ -140,7 +140,6 @@ pub async fn start_with_env(
             .with_context(|| format!("cannot listen on {}", config.listen))?,
     };
     let addr = listener.local_addr()?;
-    std::thread::spawn(taskgate_providers::builtin::warm_up);
     let catalog = Arc::new(Catalog::from_config(&config, &env).map_err(anyhow::Error::msg)?);
     let upstream: Vec<String> = catalog
         .all()

@@ -17,11 +17,6 @@ const MAX_CHARS: u64 = 100_000;
 /// ISO 639-3 "undetermined", returned when no language can be detected.
 const UNDETERMINED: &str = "und";
 
-pub(super) fn warm_up() {
-    // whatlang has no lazy state worth building; this keeps start-up uniform.
-    let _ = Detector::new().detect("warm up");
-}
-
 pub(super) fn compute(input: &Value) -> Result<Execution, ExecError> {
     let text = text_of(input)?;
     let output = match Detector::new().detect(text) {

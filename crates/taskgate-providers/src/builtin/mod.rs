@@ -23,15 +23,6 @@ pub const PROVIDER_NAME: &str = "builtin";
 /// work takes well under a millisecond and a thread hop would cost more.
 const INLINE_MAX_BYTES: usize = 16 * 1024;
 
-/// Builds every lazily constructed model (the tiktoken encodings take ~100 ms
-/// each), so the first real task does not pay for it. Blocking: call it from
-/// a background thread at start-up.
-pub fn warm_up() {
-    token_count::warm_up();
-    sentiment::warm_up();
-    language_detect::warm_up();
-}
-
 /// The built-in provider.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Builtin;

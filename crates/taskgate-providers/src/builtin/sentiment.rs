@@ -18,11 +18,6 @@ const MAX_CHARS: u64 = 100_000;
 const POSITIVE_FROM: f64 = 0.05;
 const NEGATIVE_TO: f64 = -0.05;
 
-pub(super) fn warm_up() {
-    // The lexicons are parsed on first use.
-    let _ = SentimentIntensityAnalyzer::new().polarity_scores("warm up");
-}
-
 pub(super) fn compute(input: &Value) -> Result<Execution, ExecError> {
     let text = text_of(input)?;
     let analyzer = SentimentIntensityAnalyzer::new();

@@ -127,12 +127,6 @@ impl Encoding {
     }
 }
 
-pub(super) fn warm_up() {
-    for encoding in ENCODINGS {
-        let _ = encoding.bpe();
-    }
-}
-
 /// Which encoding `input` asks for; `model` wins if both slipped through.
 fn encoding_of(input: &Value) -> Result<Encoding, ExecError> {
     if let Some(model) = input.get("model").and_then(Value::as_str) {
