@@ -116,9 +116,10 @@ async fn chat_request_and_answer_are_normalized() {
     assert_eq!(ctx.attempts()[0].target, "gpt-4o-mini");
 }
 
-#[tokio::test]
-async fn streamed_chat_sends_deltas_and_keeps_the_whole_text() {
-    let (fake, base) = Fake::start(vec![Reply::Sse(sse_chunks(&["Hel", "lo", " wörld"]))]).await;
+/// A chat on a streaming OpenAI provider answering `reply`: the fake, the
+/// execution and the deltas stream readers got.
+async fn streamed_chat(reply: Reply) -> (Fake, Execution, Vec<String>) {
+    let (fake, base) = Fake::start(vec![reply]).await;
     let u = upstream(
         &[("oa", provider(Protocol::Openai, &base))],
         vec![route("chat", Kind::Chat, &[&[("oa", "gpt-4o-mini")]])],
@@ -128,7 +129,14 @@ async fn streamed_chat_sends_deltas_and_keeps_the_whole_text() {
     let mut ctx = ExecContext::with_timeout(Duration::from_secs(10))
         .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
     let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
-    assert_eq!(*deltas.lock(), vec!["Hel", "lo", " wörld"]);
+    let deltas = deltas.lock().clone();
+    (fake, x, deltas)
+}
+
+#[tokio::test]
+async fn streamed_chat_sends_deltas_and_keeps_the_whole_text() {
+    let (fake, x, deltas) = streamed_chat(Reply::Sse(sse_chunks(&["Hel", "lo", " wörld"]))).await;
+    assert_eq!(deltas, vec!["Hel", "lo", " wörld"]);
     assert_eq!(x.output["text"], "Hello wörld");
     assert_eq!(x.output["finish_reason"], "stop");
     assert_eq!(
@@ -143,16 +151,7 @@ async fn streamed_chat_sends_deltas_and_keeps_the_whole_text() {
 #[tokio::test]
 async fn a_streamed_chat_answered_whole_is_read_whole() {
     // A server that ignores `"stream": true` and answers `application/json`.
-    let (fake, base) = Fake::start(vec![ok_chat("Hello")]).await;
-    let u = upstream(
-        &[("oa", provider(Protocol::Openai, &base))],
-        vec![route("chat", Kind::Chat, &[&[("oa", "gpt-4o-mini")]])],
-    );
-    let deltas = Arc::new(Mutex::new(Vec::<String>::new()));
-    let sink = deltas.clone();
-    let mut ctx = ExecContext::with_timeout(Duration::from_secs(10))
-        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
-    let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
+    let (fake, x, deltas) = streamed_chat(ok_chat("Hello")).await;
     assert_eq!(fake.body(0)["stream"], true);
     assert_eq!(x.output["text"], "Hello");
     assert_eq!(x.output["finish_reason"], "stop");
@@ -160,7 +159,7 @@ async fn a_streamed_chat_answered_whole_is_read_whole() {
         (x.usage.input_tokens, x.usage.output_tokens),
         (Some(19), Some(10))
     );
-    assert_eq!(*deltas.lock(), vec!["Hello"], "stream readers get the text");
+    assert_eq!(deltas, vec!["Hello"], "stream readers get the text");
 }
 
 #[tokio::test]
