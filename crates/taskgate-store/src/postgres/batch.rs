@@ -3,10 +3,10 @@
 //! and one WAL flush for every write waiting, instead of one each.
 //!
 //! Two writers, one for stores and claims and one for finishes, each take
-//! every job waiting in their queue (up to [`MAX_BATCH`]), run them in one
-//! transaction on a connection of the pool (many rows per statement),
-//! commit, and only then answer each caller: an answer always means the
-//! write is committed. A job whose statement fails would abort the whole
+//! every job waiting in their queue (up to [`MAX_BATCH`]), write them on a
+//! connection they keep while work comes (many rows per statement; one
+//! statement alone needs no `BEGIN` and `COMMIT`), commit, and only then
+//! answer each caller: an answer always means the write is committed. A job whose statement fails would abort the whole
 //! transaction, so the batch is rolled back and its jobs are run again one
 //! by one: one job's failure is that job's alone. A batch that meets a
 //! serialization failure or a deadlock (other instances write the same rows)
@@ -22,7 +22,7 @@ use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, TaskStatus, Timestam
 use tokio::sync::{mpsc, oneshot};
 
 use super::STATEMENTS;
-use crate::{StoreError, StoreResult, TaskFinish, TaskRecord, Transition};
+use crate::{StoreError, StoreResult, TaskFinish, TaskRecord};
 
 /// Jobs committed together at most.
 const MAX_BATCH: usize = 256;
@@ -42,11 +42,8 @@ pub(super) enum Work {
         lease_until: Timestamp,
         event: TaskEvent,
     },
-    Finish {
-        id: TaskId,
-        transition: Transition,
-        finish: Box<TaskFinish>,
-    },
+    /// Of a running task: the only finish the store's callers make.
+    Finish { id: TaskId, finish: Box<TaskFinish> },
 }
 
 pub(super) enum Done {
@@ -455,14 +452,7 @@ fn finish_groups(works: &[&Work]) -> Vec<Vec<usize>> {
 
 fn finish_of(work: &Work) -> (TaskId, &TaskFinish) {
     match work {
-        Work::Finish {
-            id,
-            transition,
-            finish,
-        } => {
-            debug_assert_eq!(transition.from(), [TaskStatus::Running]);
-            (*id, &**finish)
-        }
+        Work::Finish { id, finish } => (*id, &**finish),
         _ => unreachable!("a finish"),
     }
 }

@@ -182,9 +182,10 @@ impl PgStore {
         transition: crate::Transition,
         f: &crate::TaskFinish,
     ) -> StoreResult<bool> {
+        // The batch ends running tasks only (its statement's `was`).
+        debug_assert_eq!(transition.from(), [taskgate_core::TaskStatus::Running]);
         let work = Work::Finish {
             id,
-            transition,
             finish: Box::new(f.clone()),
         };
         match self.batcher.run(work).await? {

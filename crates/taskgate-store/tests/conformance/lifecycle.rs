@@ -486,16 +486,24 @@ pub async fn reservations_hold_the_limit_and_are_settled(store: Arc<dyn Store>) 
     store.release_spend(acme.id, &jan, 60).await.unwrap();
     assert_eq!(store.month_reserved(acme.id, &jan).await.unwrap(), 0);
 
+    // A running task holding a reservation of `amount`.
+    let reserved_running = |amount: i64, lease_until: i64| {
+        let store = store.clone();
+        async move {
+            let mut t = task_of(acme.id, "live", "language");
+            t.reserved_micros = amount;
+            let t = insert(&*store, t).await;
+            store
+                .claim_task(t.id, &runner("runner-1"), at(T0 + 1), at(lease_until))
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+
     // A finished task: its reservation back, its real cost charged.
     assert!(reserve(50).await);
-    let mut t = task_of(acme.id, "live", "language");
-    t.reserved_micros = 50;
-    let t = insert(&*store, t).await;
-    store
-        .claim_task(t.id, &runner("runner-1"), at(T0 + 1), at(T0 + HOUR))
-        .await
-        .unwrap()
-        .unwrap();
+    let t = reserved_running(50, T0 + HOUR).await;
     assert!(
         store
             .finish_task(t.id, &finish("succeeded", 30, T0 + 2, Some(acme.id)))
@@ -511,15 +519,7 @@ pub async fn reservations_hold_the_limit_and_are_settled(store: Arc<dyn Store>) 
     let mut tasks = Vec::new();
     for _ in 0..4 {
         assert!(reserve(15).await);
-        let mut t = task_of(acme.id, "live", "language");
-        t.reserved_micros = 15;
-        let t = insert(&*store, t).await;
-        store
-            .claim_task(t.id, &runner("runner-1"), at(T0 + 1), at(FEB + HOUR))
-            .await
-            .unwrap()
-            .unwrap();
-        tasks.push(t.id);
+        tasks.push(reserved_running(15, FEB + HOUR).await.id);
     }
     let mut finishes = tokio::task::JoinSet::new();
     for id in tasks {
