@@ -12,6 +12,9 @@
 //! The address is the first argument or `FAKE_OPENAI_ADDR`: `HOST:PORT`, or
 //! a bare port on 127.0.0.1; port 0 (the default) picks a free one. The
 //! address listened on is printed on the first line of stdout.
+//! `FAKE_OPENAI_DELAY_MS` makes each chat answer wait that long first, as a
+//! model's latency would (`bench/compare.sh` measures in-flight capacity with
+//! 50 ms).
 //!
 //!   cargo run --release -p taskgate-providers --example fake_openai -- 18300
 
@@ -53,6 +56,8 @@ struct StreamOptions {
 
 /// The answers, serialized once.
 struct Answers {
+    /// How long a chat answer waits before it is sent.
+    delay: std::time::Duration,
     completion: Bytes,
     /// The SSE events of a stream, without and with the usage chunk.
     chunks: Vec<Bytes>,
@@ -74,7 +79,7 @@ fn usage() -> Value {
     })
 }
 
-fn answers() -> Answers {
+fn answers(delay: std::time::Duration) -> Answers {
     let completion = json!({
         "id": ID,
         "object": "chat.completion",
@@ -133,6 +138,7 @@ fn answers() -> Answers {
         out
     };
     Answers {
+        delay,
         completion: Bytes::from(completion.to_string()),
         chunks: stream(false),
         chunks_with_usage: stream(true),
@@ -149,6 +155,9 @@ async fn chat(State(answers): State<Arc<Answers>>, body: Bytes) -> Response {
         }});
         return (axum::http::StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
     };
+    if !answers.delay.is_zero() {
+        tokio::time::sleep(answers.delay).await;
+    }
     if !request.stream {
         return (
             [(
@@ -244,10 +253,17 @@ async fn main() {
     } else {
         format!("127.0.0.1:{arg}")
     };
+    let delay = match std::env::var("FAKE_OPENAI_DELAY_MS") {
+        Ok(ms) => std::time::Duration::from_millis(
+            ms.parse()
+                .unwrap_or_else(|_| panic!("FAKE_OPENAI_DELAY_MS is not a number: {ms}")),
+        ),
+        Err(_) => std::time::Duration::ZERO,
+    };
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/embeddings", post(embeddings))
-        .with_state(Arc::new(answers()));
+        .with_state(Arc::new(answers(delay)));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .unwrap_or_else(|e| panic!("cannot listen on {addr}: {e}"));
