@@ -150,4 +150,12 @@ mod raw {
         )
         .await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_copies_the_wal_into_the_database_beside_the_writer() {
+        crate::harness::sqlite_with_url(
+            crate::plans::sqlite_copies_the_wal_into_the_database_beside_the_writer,
+        )
+        .await;
+    }
 }

@@ -51,6 +51,9 @@ impl SqliteStore {
             // (kill -9); only an OS crash or power loss can lose the last ones.
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
+            // The writer's checkpoint thread copies the WAL back, not a
+            // commit that happens to cross a size (see `writer`).
+            .pragma("wal_autocheckpoint", "0")
             .foreign_keys(true);
         if let Some(dir) = options.get_filename().parent()
             && !dir.as_os_str().is_empty()

@@ -8,6 +8,12 @@
 //! in one transaction (each in a savepoint, so one job's failure undoes only
 //! that job), commits once, and only then answers each caller: an answer
 //! always means the write is committed.
+//!
+//! Checkpoints (copying the WAL back into the database file, and its fsync)
+//! run on a thread of their own, not in a commit: with SQLite's automatic
+//! checkpoint, the commit that crossed 1,000 pages of WAL waited for the
+//! copy and the fsync, the p99 of sync calls at concurrency 1 (4–5 ms
+//! against a p50 of 0.6 ms).
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -69,21 +75,37 @@ where
 
 pub struct Writer {
     jobs: mpsc::Sender<Box<dyn Job>>,
+    /// Dropped with the writer: the checkpoint thread then ends.
+    _checkpoints: mpsc::Sender<()>,
 }
+
+/// How often the checkpoint thread copies the WAL into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 impl Writer {
     pub fn open(path: &Path) -> StoreResult<Self> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+             PRAGMA wal_autocheckpoint = 0;",
         )?;
+        let checkpointer = Connection::open(path)?;
+        checkpointer.busy_timeout(Duration::from_secs(10))?;
         let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
         std::thread::Builder::new()
             .name("taskgate-sqlite-writer".to_owned())
             .spawn(move || write_loop(conn, queue))
             .map_err(|_| StoreError::WriterStopped)?;
-        Ok(Self { jobs })
+        let (checkpoints, stop) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("taskgate-sqlite-checkpoint".to_owned())
+            .spawn(move || checkpoint_loop(checkpointer, stop))
+            .map_err(|_| StoreError::WriterStopped)?;
+        Ok(Self {
+            jobs,
+            _checkpoints: checkpoints,
+        })
     }
 
     /// Runs `work` in the next batch and returns its result once committed.
@@ -129,6 +151,18 @@ fn write_loop(conn: Connection, queue: mpsc::Receiver<Box<dyn Job>>) {
         };
         for job in batch {
             job.answer(committed.clone());
+        }
+    }
+}
+
+/// Copies the WAL into the database every [`CHECKPOINT_EVERY`], beside the
+/// writer (a passive checkpoint waits for no one, and no one waits for it),
+/// until the [`Writer`] is dropped. SQLite starts the WAL over from its
+/// beginning once a checkpoint has copied all of it, so it stays small.
+fn checkpoint_loop(conn: Connection, stop: mpsc::Receiver<()>) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again");
         }
     }
 }

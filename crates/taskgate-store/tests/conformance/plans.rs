@@ -2,6 +2,9 @@
 //! again only when a table's statistics change. The store's writers plan
 //! theirs again as `tasks` grows, so ending a task looks it up by its key
 //! at any size, even where statistics never change (autovacuum off).
+//!
+//! SQLite: commits only append to the WAL; a thread of the store copies it
+//! back into the database file, so no commit waits for that.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,5 +65,41 @@ pub async fn finishes_look_tasks_up_by_key_as_the_table_grows(store: Arc<dyn Sto
     assert!(
         scans < 1_500,
         "3,000 finishes scanned the whole table {scans} times"
+    );
+}
+
+/// Tasks written through the store reach the database file itself within a
+/// second, by the store's checkpoints alone: no commit checkpoints (SQLite's
+/// automatic checkpoint is off), and this check never does one either.
+pub async fn sqlite_copies_the_wal_into_the_database_beside_the_writer(
+    store: Arc<dyn Store>,
+    url: String,
+) {
+    let path = std::path::PathBuf::from(url.trim_start_matches("sqlite://"));
+    let before = std::fs::metadata(&path).unwrap().len();
+    let account = new_account(&*store, "wal").await.id;
+    let text = "x".repeat(4_000);
+    for _ in 0..300 {
+        let mut t = task_of(account, "live", "language");
+        t.input = serde_json::json!({ "text": text }).to_string();
+        store.insert_task(&t).await.unwrap();
+    }
+    let wal = |p: &std::path::Path| {
+        let mut name = p.as_os_str().to_owned();
+        name.push("-wal");
+        std::fs::metadata(name).map(|m| m.len()).unwrap_or(0)
+    };
+    assert!(wal(&path) > 1_000_000, "the tasks are in the WAL first");
+    let mut grown = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        grown = std::fs::metadata(&path).unwrap().len() - before;
+        if grown > 1_000_000 {
+            break;
+        }
+    }
+    assert!(
+        grown > 1_000_000,
+        "the database file grew by {grown} bytes: the WAL was not copied back"
     );
 }
