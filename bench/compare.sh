@@ -28,7 +28,9 @@ if [[ " $* " != *" --targets "* ]] || [[ "$*" == *litellm* ]]; then
         bench/.venv/bin/pip install -q "litellm[proxy]==$version"
     fi
 fi
-cargo build --release -p taskgate --bin taskgate -p taskgate-providers --example fake_openai >&2
+# Two builds: one of both would unify their features and build everything again.
+cargo build --release -p taskgate --bin taskgate >&2
+cargo build --release -p taskgate-providers --example fake_openai >&2
 exec python3 bench/compare.py --taskgate "$PWD/target/release/taskgate" \
     --fake "$PWD/target/release/examples/fake_openai" \
     --out "bench/results/$(date -u +%Y-%m-%d)-compare" "$@"
