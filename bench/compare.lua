@@ -1,4 +1,4 @@
--- bench/compare.py's load: POST the JSON in $TG_BODY (with the key in $TG_KEY
+-- The load of bench/compare.py and bench/overhead.sh: POST the JSON in $TG_BODY (with the key in $TG_KEY
 -- when it is set). Every answer is checked: ok when its status is 200 and its
 -- body contains $TG_EXPECT. Requests are counted as they are sent, so that a
 -- store can be checked against them, those cut off at the end of the run

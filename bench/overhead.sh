@@ -79,7 +79,7 @@ TOML
 
 # One wrk run; prints "req/s p50 p99 ok bad" (latencies as wrk prints them).
 measure() { # $1 = url, $2 = concurrency; TG_BODY, TG_KEY, TG_EXPECT in the environment
-    wrk -t2 -c"$2" -d"$duration" --latency -s bench/overhead.lua "$1" >"$dir/wrk.txt"
+    wrk -t2 -c"$2" -d"$duration" --latency -s bench/compare.lua "$1" >"$dir/wrk.txt"
     grep -E "Non-2xx|Socket errors" "$dir/wrk.txt" >&2 || true
     awk '/Requests\/sec/ {rps=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} /^checked:/ {ok=$2; bad=$4}
          END {print rps, p50, p99, ok, bad}' "$dir/wrk.txt"
@@ -120,9 +120,9 @@ gateway_body='{"api":"chat","input":{"messages":[{"role":"user","content":"Say h
         echo "one gateway answer: $(echo "$sample" | python3 -c 'import json,sys; d=json.load(sys.stdin)["data"]; print(json.dumps({k: d[k] for k in ("status","output","usage")}))')"
         # Warm-up: connections, SQLite pages, the fake.
         TG_BODY="$direct_body" TG_EXPECT="$direct_expect" TG_KEY="" \
-            wrk -t2 -c8 -d2s -s bench/overhead.lua "$fake_url/v1/chat/completions" >/dev/null
+            wrk -t2 -c8 -d2s -s bench/compare.lua "$fake_url/v1/chat/completions" >/dev/null
         TG_BODY="$gateway_body" TG_EXPECT='"status":"succeeded"' TG_KEY="$key" \
-            wrk -t2 -c8 -d3s -s bench/overhead.lua "http://127.0.0.1:$port/api/v1/call" >/dev/null
+            wrk -t2 -c8 -d3s -s bench/compare.lua "http://127.0.0.1:$port/api/v1/call" >/dev/null
         echo
         printf "%-5s | %-26s | %-26s | %-17s | %s\n" conns "direct req/s  p50   p99" "gateway req/s  p50   p99" "added p50   p99" "answers checked"
         for c in 8 32 128; do
