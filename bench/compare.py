@@ -332,16 +332,14 @@ workers = {workers}
 
     def stored(self):
         """(tasks, succeeded tasks) in the store."""
-        sql = "SELECT COUNT(*), COUNT(*) FILTER (WHERE status = 'succeeded') FROM tasks"
+        sql = "SELECT COUNT(*), SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) FROM tasks"
         if self.store == "sqlite":
-            out = subprocess.run(["sqlite3", f"{self.dir}/taskgate.db", sql.replace(
-                "COUNT(*) FILTER (WHERE status = 'succeeded')", "SUM(status = 'succeeded')")],
-                capture_output=True, text=True, check=True).stdout
-            return tuple(int(x) for x in out.strip().split("|"))
-        out = subprocess.run(["psql", "-At", "-F", "|", self.db, "-c", sql],
-                             capture_output=True, text=True, check=True,
+            argv = ["sqlite3", f"{self.dir}/taskgate.db", sql]
+        else:
+            argv = ["psql", "-At", "-F", "|", self.db, "-c", sql]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True,
                              env=dict(os.environ, PGSSLMODE="disable")).stdout
-        return tuple(int(x) for x in out.strip().split("|"))
+        return tuple(int(x or 0) for x in out.strip().split("|"))
 
     def settle(self, at_least):
         """The store's counts once the tasks of answered requests are all there

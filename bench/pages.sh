@@ -49,25 +49,7 @@ run_backend() {
     local seeded
     seeded="$(python3 bench/seed_tasks.py "$url" "$count")"
     export TG_KEY="$key" TG_PATHS
-    TG_PATHS="$(python3 - "$port" "$key" <<'PY'
-import json, sys, urllib.request
-from datetime import datetime
-port, key = sys.argv[1], sys.argv[2]
-def get(q):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/tasks?{q}", headers={"Authorization": f"Bearer {key}"})
-    return json.load(urllib.request.urlopen(req))["data"]
-p = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
-a = p(get("limit=1&order=asc")["items"][0]["created_at"])
-b = p(get("limit=1")["items"][0]["created_at"])
-paths = ["/api/v1/tasks?limit=20", "/api/v1/tasks?limit=20&order=asc",
-         "/api/v1/tasks?limit=20&status=succeeded", "/api/v1/tasks?limit=20&api=sentiment"]
-paths.append("/api/v1/tasks?limit=20&cursor=" + get("limit=20")["next_cursor"])
-for i in range(1, 11):
-    t = a + (b - a) * i / 11
-    paths.append("/api/v1/tasks?limit=20&created_before=" + t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
-print(",".join(paths))
-PY
-)"
+    TG_PATHS="$(python3 bench/page_paths.py "$port" "$key" "status=succeeded" "api=sentiment")"
     local stored
     if [ "$backend" = sqlite ]; then stored=$(sqlite3 "$dir/taskgate.db" "SELECT COUNT(*) FROM tasks"); else stored=$(psql -At "$url" -c "SELECT COUNT(*) FROM tasks"); fi
     {
@@ -83,9 +65,7 @@ c, text = sys.argv[1], open(sys.argv[2]).read()
 def ms(v):
     n = float(re.match(r"[\d.]+", v).group())
     return n / 1000 if v.endswith("us") else n if v.endswith("ms") else n * 1000
-lat = {m.group(1): ms(m.group(2)) for m in re.finditer(r"^\s+(50|90|99)\.000%\s+(\S+)|^\s+(50|90|99)%\s+(\S+)", text, re.M) if m.group(1)}
-if not lat:
-    lat = {m.group(1): ms(m.group(2)) for m in re.finditer(r"^\s+(50|90|99)%\s+(\S+)", text, re.M)}
+lat = {m.group(1): ms(m.group(2)) for m in re.finditer(r"^\s+(50|90|99)%\s+(\S+)", text, re.M)}
 rps = re.search(r"Requests/sec:\s+(\S+)", text).group(1)
 bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 print(f"{c:<5} | {float(rps):9.0f} | {lat['50']:8.2f} | {lat['90']:8.2f} | {lat['99']:8.2f} | {bad.group(1) if bad else 0}")

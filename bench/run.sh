@@ -83,25 +83,7 @@ run_backend() {
         # Paths across the whole history: first pages both ways, a cursor page,
         # pages ending at ten points spread over the creation times, a filter.
         export TG_PATHS
-        TG_PATHS="$(python3 - "$port" "$key" <<'PY'
-import json, sys, urllib.request
-port, key = sys.argv[1], sys.argv[2]
-def get(q):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/tasks?{q}", headers={"Authorization": f"Bearer {key}"})
-    return json.load(urllib.request.urlopen(req))["data"]
-newest = get("limit=1")["items"][0]["created_at"]
-oldest = get("limit=1&order=asc")["items"][0]["created_at"]
-from datetime import datetime
-p = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
-a, b = p(oldest), p(newest)
-paths = ["/api/v1/tasks?limit=20", "/api/v1/tasks?limit=20&order=asc", "/api/v1/tasks?limit=20&status=succeeded&api=token-count"]
-paths.append("/api/v1/tasks?limit=20&cursor=" + get("limit=20")["next_cursor"])
-for i in range(1, 11):
-    t = a + (b - a) * i / 11
-    paths.append("/api/v1/tasks?limit=20&created_before=" + t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
-print(",".join(paths))
-PY
-)"
+        TG_PATHS="$(python3 bench/page_paths.py "$port" "$key" "status=succeeded&api=token-count")"
         echo
         echo "## GET /tasks?limit=20 over the stored tasks (first pages, cursor pages, deep pages by created_before, filtered)"
         for c in 8 32 128; do

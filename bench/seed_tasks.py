@@ -23,8 +23,8 @@ CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 DAY_MS = 86_400_000
 
 
-def ulid(ms):
-    n = (ms << 80) | secrets.randbits(80)
+def text(n):
+    """A 128-bit ULID as its 26 characters."""
     return "".join(CROCKFORD[(n >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 
@@ -33,21 +33,14 @@ def plan(templates, count, days=30):
     oldest = min(t["created_at"] for t in templates)
     start = oldest - days * DAY_MS
     step = days * DAY_MS / count
-    last_ms, ids = None, []
+    last_ms, n, ids = None, 0, []
     for i in range(count):
         ms = int(start + i * step)
-        # Within one millisecond, ids must still sort in creation order.
-        if ms == last_ms:
-            prev = ids[-1][0][5:]
-            n = 0
-            for ch in prev:
-                n = n * 32 + CROCKFORD.index(ch)
-            n += 1
-            new = "".join(CROCKFORD[(n >> (5 * j)) & 31] for j in range(25, -1, -1))
-        else:
-            new = ulid(ms)
+        # Within one millisecond, ids still sort in creation order: the next
+        # id is the last one plus one, as Taskgate's generator makes them.
+        n = n + 1 if ms == last_ms else (ms << 80) | secrets.randbits(80)
         last_ms = ms
-        ids.append(("task_" + new, ms, i % len(templates)))
+        ids.append(("task_" + text(n), ms, i % len(templates)))
     return ids
 
 
