@@ -158,4 +158,14 @@ mod raw {
         )
         .await;
     }
+
+    /// On one thread: a write that waited for SQLite's lock there would stop
+    /// everything else.
+    #[tokio::test(flavor = "current_thread")]
+    async fn sqlite_a_locked_database_never_blocks_the_callers_thread() {
+        crate::harness::sqlite_with_url(
+            crate::plans::sqlite_a_locked_database_never_blocks_the_callers_thread,
+        )
+        .await;
+    }
 }

@@ -1,13 +1,23 @@
-//! The SQLite writer: one thread owning one connection, committing the writes
-//! of the hot path (tasks created, claimed, finished, cancelled) in batches.
+//! The SQLite writer: one connection for the writes of the hot path (tasks
+//! created, claimed, finished, cancelled), committed by the caller itself when
+//! nothing else is being written, and in batches by a thread of its own under
+//! load.
 //!
 //! Why: SQLite has one writer at a time anyway, and through sqlx every
 //! statement is a round trip to the driver's thread and back; under load the
-//! service spent its time switching threads, not writing. Here callers queue
-//! a job and await its answer; the thread takes every job waiting, runs them
-//! in one transaction (each in a savepoint, so one job's failure undoes only
-//! that job), commits once, and only then answers each caller: an answer
+//! service spent its time switching threads, not writing. Under load, callers
+//! queue a job and await its answer; the thread takes every job waiting, runs
+//! them in one transaction (each in a savepoint, so one job's failure undoes
+//! only that job), commits once, and only then answers each caller: an answer
 //! always means the write is committed.
+//!
+//! When no job is queued and the connection is free, a caller commits its own
+//! job on its own thread instead (a few tens of µs: WAL mode with
+//! `synchronous = NORMAL` writes no fsync in a commit). Handing that commit to
+//! the thread cost more than the commit: the thread's wake-up, then the
+//! caller's (the profile of sync calls at one connection, `bench/RESULTS.md`).
+//! Such a commit never waits for SQLite's lock: if another connection holds
+//! it, the job goes to the thread, which waits as long as the busy timeout.
 //!
 //! Checkpoints (copying the WAL back into the database file, and its fsync)
 //! run on a thread of their own, not in a commit: with SQLite's automatic
@@ -15,16 +25,22 @@
 //! copy and the fsync, the p99 of sync calls at concurrency 1 (4–5 ms
 //! against a p50 of 0.6 ms).
 
+use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use rusqlite::{Connection, Statement, ToSql};
 use tokio::sync::oneshot;
 
 use crate::{StoreError, StoreResult};
 
 const MAX_BATCH: usize = 512;
+
+/// How long a write may wait for another connection's lock (on the thread).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 trait Job: Send {
     /// Runs the job's statements inside the open transaction.
@@ -73,7 +89,31 @@ where
     }
 }
 
+/// What the writer thread and the callers share.
+struct Shared {
+    /// The write connection, held by whoever is writing.
+    conn: Mutex<Connection>,
+    /// Jobs sent to the thread and not yet taken by it.
+    queued: AtomicUsize,
+}
+
+impl Shared {
+    /// The connection, with no transaction left open: one whose holder
+    /// panicked in the middle of a job is rolled back first.
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        ready(self.conn.lock())
+    }
+}
+
+fn ready(conn: MutexGuard<'_, Connection>) -> MutexGuard<'_, Connection> {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    conn
+}
+
 pub struct Writer {
+    shared: Arc<Shared>,
     jobs: mpsc::Sender<Box<dyn Job>>,
     /// Dropped with the writer: the checkpoint thread then ends.
     _checkpoints: mpsc::Sender<()>,
@@ -85,17 +125,22 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 impl Writer {
     pub fn open(path: &Path) -> StoreResult<Self> {
         let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(10))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
              PRAGMA wal_autocheckpoint = 0;",
         )?;
         let checkpointer = Connection::open(path)?;
-        checkpointer.busy_timeout(Duration::from_secs(10))?;
+        checkpointer.busy_timeout(BUSY_TIMEOUT)?;
+        let shared = Arc::new(Shared {
+            conn: Mutex::new(conn),
+            queued: AtomicUsize::new(0),
+        });
         let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
+        let on_thread = shared.clone();
         std::thread::Builder::new()
             .name("taskgate-sqlite-writer".to_owned())
-            .spawn(move || write_loop(conn, queue))
+            .spawn(move || write_loop(&on_thread, queue))
             .map_err(|_| StoreError::WriterStopped)?;
         let (checkpoints, stop) = mpsc::channel();
         std::thread::Builder::new()
@@ -103,31 +148,77 @@ impl Writer {
             .spawn(move || checkpoint_loop(checkpointer, stop))
             .map_err(|_| StoreError::WriterStopped)?;
         Ok(Self {
+            shared,
             jobs,
             _checkpoints: checkpoints,
         })
     }
 
-    /// Runs `work` in the next batch and returns its result once committed.
+    /// Runs `work` and returns its result once committed: at once on this
+    /// thread when nothing else is being written, else in the thread's next
+    /// batch.
     pub async fn run<T, F>(&self, work: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
+        let work = match self.alone(work) {
+            Ok(done) => return done,
+            Err(work) => work,
+        };
         let (reply, answer) = oneshot::channel();
         let job = Typed {
             work: Some(work),
             result: None,
             reply,
         };
-        self.jobs
-            .send(Box::new(job))
-            .map_err(|_| StoreError::WriterStopped)?;
+        self.shared.queued.fetch_add(1, Ordering::SeqCst);
+        if self.jobs.send(Box::new(job)).is_err() {
+            self.shared.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(StoreError::WriterStopped);
+        }
         answer.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    /// Commits `work` in a transaction of its own on the calling thread, if
+    /// no job is queued, the connection is free and SQLite's write lock can be
+    /// had without waiting. Otherwise gives `work` back, not run.
+    fn alone<T, F>(&self, work: F) -> Result<StoreResult<T>, F>
+    where
+        F: FnOnce(&Connection) -> StoreResult<T>,
+    {
+        if self.shared.queued.load(Ordering::SeqCst) > 0 {
+            return Err(work);
+        }
+        let Some(conn) = self.shared.conn.try_lock().map(ready) else {
+            return Err(work);
+        };
+        // Another connection (the sqlx pool's) writing: leave the wait to the
+        // thread rather than block this one.
+        let begun = conn
+            .busy_timeout(Duration::ZERO)
+            .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"));
+        let restored = conn.busy_timeout(BUSY_TIMEOUT);
+        match (begun, restored) {
+            (Ok(()), Ok(())) => {}
+            (Ok(()), Err(e)) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Ok(Err(e.into()));
+            }
+            (Err(_), _) => return Err(work),
+        }
+        let result = work(&conn).and_then(|v| {
+            conn.execute_batch("COMMIT")?;
+            Ok(v)
+        });
+        if result.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        Ok(result)
     }
 }
 
-fn write_loop(conn: Connection, queue: mpsc::Receiver<Box<dyn Job>>) {
+fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
     // Ends when every Writer handle is dropped.
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
@@ -137,6 +228,8 @@ fn write_loop(conn: Connection, queue: mpsc::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
+        let conn = shared.lock();
+        shared.queued.fetch_sub(batch.len(), Ordering::SeqCst);
         let committed = match conn.execute_batch("BEGIN IMMEDIATE") {
             Ok(()) => {
                 for job in batch.iter_mut() {
@@ -149,6 +242,7 @@ fn write_loop(conn: Connection, queue: mpsc::Receiver<Box<dyn Job>>) {
             }
             Err(e) => Err(e.to_string()),
         };
+        drop(conn);
         for job in batch {
             job.answer(committed.clone());
         }
@@ -170,8 +264,11 @@ fn checkpoint_loop(conn: Connection, stop: mpsc::Receiver<()>) {
 /// Binds `params` to the statement's `$1`, `$2`, … wherever they appear, so
 /// the SQL shared with the sqlx backends runs unchanged.
 pub fn bind(stmt: &mut Statement<'_>, params: &[&dyn ToSql]) -> rusqlite::Result<()> {
+    let mut name = String::with_capacity(4);
     for (i, value) in params.iter().enumerate() {
-        if let Some(index) = stmt.parameter_index(&format!("${}", i + 1))? {
+        name.clear();
+        let _ = write!(name, "${}", i + 1);
+        if let Some(index) = stmt.parameter_index(&name)? {
             stmt.raw_bind_parameter(index, value)?;
         }
     }

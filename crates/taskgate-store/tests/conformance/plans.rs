@@ -4,7 +4,9 @@
 //! at any size, even where statistics never change (autovacuum off).
 //!
 //! SQLite: commits only append to the WAL; a thread of the store copies it
-//! back into the database file, so no commit waits for that.
+//! back into the database file, so no commit waits for that. A write commits
+//! on its caller's thread only when SQLite's lock is free at once; a write that
+//! has to wait for it waits on the store's writer thread.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,4 +104,39 @@ pub async fn sqlite_copies_the_wal_into_the_database_beside_the_writer(
         grown > 1_000_000,
         "the database file grew by {grown} bytes: the WAL was not copied back"
     );
+}
+
+/// SQLite: the store commits a write on the caller's thread only when it can
+/// take SQLite's write lock at once. While another connection holds the lock,
+/// the write waits for it on the store's writer thread, not on the caller's
+/// (on a one-thread runtime, a write that waited there would stop the
+/// runtime, and the lock's holder with it), and commits once it is released.
+pub async fn sqlite_a_locked_database_never_blocks_the_callers_thread(
+    store: Arc<dyn Store>,
+    url: String,
+) {
+    let path = std::path::PathBuf::from(url.trim_start_matches("sqlite://"));
+    let account = new_account(&*store, "locked").await.id;
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let task = task_of(account, "live", "language");
+    let id = task.id;
+    let writes = store.clone();
+    let insert = tokio::spawn(async move { writes.insert_task(&task).await });
+    // A write waiting on this thread would hold it for the whole busy
+    // timeout (10 s), this pause with it.
+    let paused = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        paused.elapsed() < Duration::from_secs(5),
+        "the write held the caller's thread while it waited for the lock"
+    );
+    assert!(!insert.is_finished(), "the write waits for the lock");
+    holder.execute_batch("COMMIT").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), insert)
+        .await
+        .expect("the write commits once the lock is released")
+        .unwrap()
+        .unwrap();
+    assert!(store.get_task_by_id(id).await.unwrap().is_some());
 }
