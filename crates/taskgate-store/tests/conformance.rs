@@ -159,6 +159,14 @@ mod raw {
         .await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_the_wal_stays_bounded_under_steady_writes() {
+        crate::harness::sqlite_with_url(
+            crate::plans::sqlite_the_wal_stays_bounded_under_steady_writes,
+        )
+        .await;
+    }
+
     /// On one thread: a write that waited for SQLite's lock there would stop
     /// everything else.
     #[tokio::test(flavor = "current_thread")]

@@ -23,7 +23,8 @@
 //! run on a thread of their own, not in a commit: with SQLite's automatic
 //! checkpoint, the commit that crossed 1,000 pages of WAL waited for the
 //! copy and the fsync, the p99 of sync calls at concurrency 1 (4–5 ms
-//! against a p50 of 0.6 ms).
+//! against a p50 of 0.6 ms). That thread also keeps the WAL from growing
+//! without end under steady writes (see [`checkpoint_loop`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -120,7 +121,15 @@ pub struct Writer {
 }
 
 /// How often the checkpoint thread copies the WAL into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// How soon the next checkpoint comes while the WAL is a quarter of
+/// [`RESTART_FRAMES`] or more.
+const CHECKPOINT_SOON: Duration = Duration::from_millis(10);
+
+/// The WAL's size (in pages) past which a checkpoint holds the writes to let
+/// the WAL start over: 16 MB with SQLite's 4 KB pages.
+const RESTART_FRAMES: i64 = 4_096;
 
 impl Writer {
     pub fn open(path: &Path) -> StoreResult<Self> {
@@ -143,9 +152,10 @@ impl Writer {
             .spawn(move || write_loop(&on_thread, queue))
             .map_err(|_| StoreError::WriterStopped)?;
         let (checkpoints, stop) = mpsc::channel();
+        let on_checkpoints = shared.clone();
         std::thread::Builder::new()
             .name("taskgate-sqlite-checkpoint".to_owned())
-            .spawn(move || checkpoint_loop(checkpointer, stop))
+            .spawn(move || checkpoint_loop(checkpointer, &on_checkpoints, stop))
             .map_err(|_| StoreError::WriterStopped)?;
         Ok(Self {
             shared,
@@ -251,14 +261,51 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
 
 /// Copies the WAL into the database every [`CHECKPOINT_EVERY`], beside the
 /// writer (a passive checkpoint waits for no one, and no one waits for it),
-/// until the [`Writer`] is dropped. SQLite starts the WAL over from its
-/// beginning once a checkpoint has copied all of it, so it stays small.
-fn checkpoint_loop(conn: Connection, stop: mpsc::Receiver<()>) {
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again");
+/// until the [`Writer`] is dropped; every [`CHECKPOINT_SOON`] while the WAL
+/// grows fast.
+///
+/// SQLite starts the WAL over from its beginning only when a write begins
+/// with all of it copied. Under steady writes that never happens by itself:
+/// commits land while a checkpoint runs, so it ends a few frames short, and
+/// the WAL would grow without end. So once the WAL passes [`RESTART_FRAMES`],
+/// what a checkpoint left is copied with the writer's connection held (a few
+/// ms: only the frames written during that checkpoint), and the next write
+/// starts the WAL over.
+fn checkpoint_loop(conn: Connection, shared: &Shared, stop: mpsc::Receiver<()>) {
+    let mut pause = CHECKPOINT_EVERY;
+    // The WAL's frames at the last checkpoint: unchanged, nothing was written.
+    let mut last = 0;
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
+        let mut frames = match checkpoint(&conn) {
+            Ok(frames) => frames,
+            Err(e) => {
+                tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again");
+                pause = CHECKPOINT_EVERY;
+                continue;
+            }
+        };
+        let written = frames != last;
+        if frames >= RESTART_FRAMES && written {
+            let _writes_held = shared.conn.lock();
+            match checkpoint(&conn) {
+                Ok(all) => frames = all,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again")
+                }
+            }
         }
+        pause = if frames >= RESTART_FRAMES / 4 && written {
+            CHECKPOINT_SOON
+        } else {
+            CHECKPOINT_EVERY
+        };
+        last = frames;
     }
+}
+
+/// A passive checkpoint; the frames the WAL held when it began.
+fn checkpoint(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
 }
 
 /// Binds `params` to the statement's `$1`, `$2`, … wherever they appear, so

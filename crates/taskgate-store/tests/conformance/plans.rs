@@ -140,3 +140,46 @@ pub async fn sqlite_a_locked_database_never_blocks_the_callers_thread(
         .unwrap();
     assert!(store.get_task_by_id(id).await.unwrap().is_some());
 }
+
+/// SQLite: under writes that never pause, the WAL still starts over from its
+/// beginning now and then, so it stays far smaller than what was written
+/// (SQLite starts it over only at a write that finds all of it copied, which
+/// steady writes alone never give).
+pub async fn sqlite_the_wal_stays_bounded_under_steady_writes(store: Arc<dyn Store>, url: String) {
+    let path = std::path::PathBuf::from(url.trim_start_matches("sqlite://"));
+    let account = new_account(&*store, "steady").await.id;
+    let input = serde_json::json!({ "text": "x".repeat(64_000) }).to_string();
+    const WRITERS: usize = 4;
+    const EACH: usize = 1_600; // 4 × 1,600 × 64 KB: about 400 MB written
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let (store, input) = (store.clone(), input.clone());
+            tokio::spawn(async move {
+                for _ in 0..EACH {
+                    let mut t = task_of(account, "live", "language");
+                    t.input = input.clone();
+                    store.insert_task(&t).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    let wal = {
+        let mut name = path.into_os_string();
+        name.push("-wal");
+        std::path::PathBuf::from(name)
+    };
+    let mut largest = 0;
+    while !writers.iter().all(|w| w.is_finished()) {
+        largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let written = (WRITERS * EACH * input.len()) as u64;
+    println!("WAL at most {largest} bytes, {written} bytes written");
+    assert!(
+        largest < written / 2,
+        "the WAL grew to {largest} bytes for {written} bytes written: it never started over"
+    );
+}
