@@ -156,6 +156,19 @@ def cpu_seconds(pid):
     return total / CLK_TCK
 
 
+def reset_peak_rss(pid):
+    """Starts each process's peak resident set (VmHWM) over from its current
+    resident set, so that the next peak_rss_mb is the peak of the next run,
+    not of the process's life (Linux: clear_refs 5). False if not allowed."""
+    done = True
+    for p in tree(pid):
+        try:
+            Path(f"/proc/{p}/clear_refs").write_text("5")
+        except OSError:
+            done = False
+    return done
+
+
 def peak_rss_mb(pid):
     """The sum of each process's peak resident set (VmHWM) over the tree."""
     total = 0
@@ -537,6 +550,9 @@ def main():
                 for api, c in runs:
                     url, body, expect, key = target.request(api)
                     pid = target.pid(api) if name == "ceiling" else target.proc.pid
+                    if not reset_peak_rss(pid):
+                        notes.append(f"{name}: peak RSS could not be reset before {api} c={c}: "
+                                     "its figure is the peak since the process started")
                     cpu0 = cpu_seconds(pid)
                     fig = wrk(url, c, args.duration, body, expect, key)
                     cpu = cpu_seconds(pid) - cpu0
@@ -594,7 +610,7 @@ def write(args, rows, notes, runs, targets):
                 f"targets {','.join(targets)}; in flight: {args.in_flight} clients, upstream delay {args.delay_ms} ms)\n")
         f.write("# upstream: nginx with a fixed chat.completion (streamed: fixed SSE); in flight: the Rust fake\n")
         f.write("# latencies in ms; added = the target's minus the ceiling's at the same run; cpu = utime+stime of the\n"
-                "# target's process tree / answers, in µs; rss = peak resident set (VmHWM summed over the tree) in MB\n")
+                "# target's process tree / answers, in µs; rss = peak resident set during the run (VmHWM summed over the tree, reset before each run) in MB\n")
         for api, label in (("chat", "chat completion"), ("chat-streamed", "streamed chat (SSE upstream)"),
                            ("chat-slow", f"in flight: upstream answers after {args.delay_ms} ms")):
             sel = [r for r in rows if r["api"] == api]

@@ -3,8 +3,15 @@
 //!
 //! One recorder per process (the `metrics` crate's rule), installed on first
 //! use; several servers in one test process share it.
+//!
+//! A histogram keeps each value recorded until it is folded into its buckets,
+//! which the exporter does when `/metrics` is read or at an upkeep. Nothing
+//! else does it, so without a scraper an instance kept every request's
+//! duration for ever (8 bytes a value, a few values a request). A thread of
+//! the recorder's does the upkeep every [`UPKEEP_EVERY`].
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
@@ -12,6 +19,12 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use taskgate_core::{ApiSlug, Mode, TaskStatus};
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// How often recorded values are folded into the histograms' buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Upkeeps done so far.
+static UPKEEPS: AtomicU64 = AtomicU64::new(0);
 
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -32,7 +45,22 @@ pub fn install() -> Option<&'static PrometheusHandle> {
                 )
                 .ok()?;
             match builder.install_recorder() {
-                Ok(handle) => Some(handle),
+                Ok(handle) => {
+                    let kept = handle.clone();
+                    let upkeep = std::thread::Builder::new()
+                        .name("taskgate-metrics".to_owned())
+                        .spawn(move || {
+                            loop {
+                                std::thread::sleep(UPKEEP_EVERY);
+                                kept.run_upkeep();
+                                UPKEEPS.fetch_add(1, Ordering::Relaxed);
+                            }
+                        });
+                    if let Err(e) = upkeep {
+                        tracing::warn!(error = %e, "metrics upkeep not started");
+                    }
+                    Some(handle)
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "metrics recorder not installed");
                     None
@@ -106,6 +134,33 @@ pub fn record_attempt(a: &taskgate_providers::Attempt) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values recorded and never scraped are folded into their buckets by
+    /// the upkeep thread (a histogram kept each of them otherwise), and still
+    /// count when `/metrics` is read.
+    #[test]
+    fn histograms_are_kept_up_without_a_scrape() {
+        install().expect("the recorder installs");
+        let before = UPKEEPS.load(Ordering::Relaxed);
+        for _ in 0..1_000 {
+            metrics::histogram!("taskgate_upkeep_test_seconds").record(0.01);
+        }
+        let deadline = std::time::Instant::now() + 5 * UPKEEP_EVERY;
+        while UPKEEPS.load(Ordering::Relaxed) < before + 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no upkeep ran within {:?}",
+                5 * UPKEEP_EVERY
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let text = render();
+        let count = text
+            .lines()
+            .find_map(|l| l.strip_prefix("taskgate_upkeep_test_seconds_count "))
+            .expect("the histogram is rendered");
+        assert_eq!(count.trim(), "1000");
+    }
 
     #[test]
     fn made_up_methods_share_one_label() {
