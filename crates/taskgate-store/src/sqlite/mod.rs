@@ -1,8 +1,9 @@
 //! The embedded default: SQLite in WAL mode.
 //!
 //! The hot path (tasks created, claimed, finished, cancelled, read and
-//! listed) runs on rusqlite: writes through one batching writer thread
-//! (`writer.rs`), reads on read-only connections (`readers.rs`). Everything
+//! listed) runs on rusqlite: writes on one connection, committed by their
+//! caller when nothing else is writing and in batches by a writer thread under
+//! load (`writer.rs`), reads on read-only connections (`readers.rs`). Everything
 //! else goes through sqlx: writes through a pool of one connection, reads
 //! through their own pool (WAL lets readers run beside the writer).
 
