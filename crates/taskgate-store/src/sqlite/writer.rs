@@ -276,23 +276,14 @@ fn checkpoint_loop(conn: Connection, shared: &Shared, stop: mpsc::Receiver<()>) 
     // The WAL's frames at the last checkpoint: unchanged, nothing was written.
     let mut last = 0;
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
-        let mut frames = match checkpoint(&conn) {
-            Ok(frames) => frames,
-            Err(e) => {
-                tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again");
-                pause = CHECKPOINT_EVERY;
-                continue;
-            }
+        let Some(mut frames) = checkpoint(&conn) else {
+            pause = CHECKPOINT_EVERY;
+            continue;
         };
         let written = frames != last;
         if frames >= RESTART_FRAMES && written {
             let _writes_held = shared.conn.lock();
-            match checkpoint(&conn) {
-                Ok(all) => frames = all,
-                Err(e) => {
-                    tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again")
-                }
-            }
+            frames = checkpoint(&conn).unwrap_or(frames);
         }
         pause = if frames >= RESTART_FRAMES / 4 && written {
             CHECKPOINT_SOON
@@ -303,9 +294,14 @@ fn checkpoint_loop(conn: Connection, shared: &Shared, stop: mpsc::Receiver<()>) 
     }
 }
 
-/// A passive checkpoint; the frames the WAL held when it began.
-fn checkpoint(conn: &Connection) -> rusqlite::Result<i64> {
+/// A passive checkpoint; the frames the WAL held when it began, or `None`
+/// (logged) if it failed: the next one tries again.
+fn checkpoint(conn: &Connection) -> Option<i64> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "a WAL checkpoint failed; the next one tries again"),
+        )
+        .ok()
 }
 
 /// Binds `params` to the statement's `$1`, `$2`, … wherever they appear, so

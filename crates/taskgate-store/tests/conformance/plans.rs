@@ -8,6 +8,7 @@
 //! on its caller's thread only when SQLite's lock is free at once; a write that
 //! has to wait for it waits on the store's writer thread.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,19 @@ use taskgate_core::AccountId;
 use taskgate_store::Store;
 
 use crate::fixtures::{T0, at, finish, new_account, runner, task_of};
+
+/// A SQLite store's database file and its WAL, from the store's URL.
+fn sqlite_files(url: &str) -> (PathBuf, PathBuf) {
+    let db = PathBuf::from(url.trim_start_matches("sqlite://"));
+    let mut wal = db.clone().into_os_string();
+    wal.push("-wal");
+    (db, wal.into())
+}
+
+/// A file's size, 0 while it does not exist.
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
 
 /// Stores `n` running tasks and ends each, one at a time.
 async fn start_and_end(store: &dyn Store, account: AccountId, n: usize) {
@@ -77,8 +91,8 @@ pub async fn sqlite_copies_the_wal_into_the_database_beside_the_writer(
     store: Arc<dyn Store>,
     url: String,
 ) {
-    let path = std::path::PathBuf::from(url.trim_start_matches("sqlite://"));
-    let before = std::fs::metadata(&path).unwrap().len();
+    let (path, wal) = sqlite_files(&url);
+    let before = size(&path);
     let account = new_account(&*store, "wal").await.id;
     let text = "x".repeat(4_000);
     for _ in 0..300 {
@@ -86,16 +100,11 @@ pub async fn sqlite_copies_the_wal_into_the_database_beside_the_writer(
         t.input = serde_json::json!({ "text": text }).to_string();
         store.insert_task(&t).await.unwrap();
     }
-    let wal = |p: &std::path::Path| {
-        let mut name = p.as_os_str().to_owned();
-        name.push("-wal");
-        std::fs::metadata(name).map(|m| m.len()).unwrap_or(0)
-    };
-    assert!(wal(&path) > 1_000_000, "the tasks are in the WAL first");
+    assert!(size(&wal) > 1_000_000, "the tasks are in the WAL first");
     let mut grown = 0;
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        grown = std::fs::metadata(&path).unwrap().len() - before;
+        grown = size(&path) - before;
         if grown > 1_000_000 {
             break;
         }
@@ -115,7 +124,7 @@ pub async fn sqlite_a_locked_database_never_blocks_the_callers_thread(
     store: Arc<dyn Store>,
     url: String,
 ) {
-    let path = std::path::PathBuf::from(url.trim_start_matches("sqlite://"));
+    let (path, _) = sqlite_files(&url);
     let account = new_account(&*store, "locked").await.id;
     let holder = rusqlite::Connection::open(&path).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -146,7 +155,7 @@ pub async fn sqlite_a_locked_database_never_blocks_the_callers_thread(
 /// (SQLite starts it over only at a write that finds all of it copied, which
 /// steady writes alone never give).
 pub async fn sqlite_the_wal_stays_bounded_under_steady_writes(store: Arc<dyn Store>, url: String) {
-    let path = std::path::PathBuf::from(url.trim_start_matches("sqlite://"));
+    let (_, wal) = sqlite_files(&url);
     let account = new_account(&*store, "steady").await.id;
     let input = serde_json::json!({ "text": "x".repeat(64_000) }).to_string();
     const WRITERS: usize = 4;
@@ -163,14 +172,9 @@ pub async fn sqlite_the_wal_stays_bounded_under_steady_writes(store: Arc<dyn Sto
             })
         })
         .collect();
-    let wal = {
-        let mut name = path.into_os_string();
-        name.push("-wal");
-        std::path::PathBuf::from(name)
-    };
     let mut largest = 0;
     while !writers.iter().all(|w| w.is_finished()) {
-        largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        largest = largest.max(size(&wal));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for w in writers {
