@@ -137,17 +137,22 @@ const FIRST_REPLAN: u64 = 1_000;
 /// a connection given back to the pool costs a round trip (sqlx checks it),
 /// as much as a statement.
 ///
-/// Its prepared statements are planned again (closed, prepared anew) when it
-/// takes a connection and whenever the rows it wrote have doubled. After a
-/// few runs PostgreSQL keeps one generic plan per prepared statement and
-/// makes it again only when the table's statistics change. A finish's plan
-/// made while `tasks` was small (every new install) scans and hashes the
-/// whole table, and where statistics lag (autovacuum off, or before its
-/// first analyze) it would do so at a million rows: a third of the sync
-/// calls/s measured. Planned anew, the estimate follows the table's size
-/// on disk and the plan looks each task up by its key. Planning every
-/// execution instead (`plan_cache_mode = force_custom_plan`) costs a fifth
-/// of the calls/s once plans are right (bench/results/2026-11-24-*).
+/// Its connections come from a pool whose sessions use one generic plan per
+/// prepared statement (`plan_cache_mode = force_generic_plan`). Left to
+/// choose, PostgreSQL planned the writes anew at every execution: the plan
+/// of a batch of 2 rows looks cheaper than the generic one (made for the 100
+/// rows it assumes of an `UNNEST`), though both look each task up by its
+/// key. That planning was a sixth of PostgreSQL's CPU per sync call
+/// (2026-11-25, perf at 8 connections).
+///
+/// The statements are planned again (closed, prepared anew) when the writer
+/// takes a connection and whenever the rows it wrote have doubled: a generic
+/// plan is otherwise made again only when the table's statistics change. A
+/// finish's plan made while `tasks` was small (every new install) scans and
+/// hashes the whole table, and where statistics lag (autovacuum off, or
+/// before its first analyze) it would do so at a million rows: a third of
+/// the sync calls/s measured. Planned anew, the estimate follows the table's
+/// size on disk and the plan looks each task up by its key.
 struct Writer {
     pool: PgPool,
     conn: Option<PoolConnection<Postgres>>,

@@ -13,6 +13,12 @@ use tokio::sync::mpsc;
 use crate::{PoolOptions, StoreError, StoreResult, TaskEnd};
 use batch::{Batcher, Done, Work};
 
+/// Connections of the task writers' own pool (one per queue of the
+/// batcher), taken from `max_connections`: their sessions plan each statement
+/// once (`plan_cache_mode = force_generic_plan`, see `batch::Writer`), a
+/// setting the other queries must not inherit.
+const BATCH_WRITERS: u32 = 2;
+
 /// The channel of migration 0007's notifications.
 const TASK_ENDED: &str = "taskgate_task_ended";
 use crate::sql::{Dialect, Statements, impl_store};
@@ -38,16 +44,8 @@ impl PgStore {
                 "statement_timeout",
                 settings.statement_timeout.as_millis().to_string(),
             )]);
-        let pool = PgPoolOptions::new()
-            .max_connections(settings.max_connections.max(1))
-            .acquire_timeout(settings.acquire_timeout)
-            // No ping before each use: a round trip per statement on the hot
-            // path. A connection lost meanwhile fails its statement (503)
-            // and is dropped from the pool.
-            .test_before_acquire(false)
-            .connect_with(options)
-            .await?;
-        let batcher = Batcher::start(pool.clone(), settings.retries);
+        let (pool, writing) = pools(options, &settings).await?;
+        let batcher = Batcher::start(writing, settings.retries);
         Ok(Self { pool, batcher })
     }
 
@@ -98,6 +96,35 @@ impl PgStore {
             .await?;
         Ok(())
     }
+}
+
+/// The pool of every query, and that of the task writers: `settings`'
+/// connections in all.
+async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult<(PgPool, PgPool)> {
+    // No ping before each use: a round trip per statement on the hot path.
+    // A connection lost meanwhile fails its statement (503) and is dropped
+    // from the pool.
+    let pool_of = |size: u32| {
+        PgPoolOptions::new()
+            .max_connections(size)
+            .acquire_timeout(settings.acquire_timeout)
+            .test_before_acquire(false)
+    };
+    // Below three connections everything shares one pool: the writers would
+    // leave none to read with.
+    if settings.max_connections <= BATCH_WRITERS {
+        let pool = pool_of(settings.max_connections.max(1))
+            .connect_with(options)
+            .await?;
+        return Ok((pool.clone(), pool));
+    }
+    let pool = pool_of(settings.max_connections - BATCH_WRITERS)
+        .connect_with(options.clone())
+        .await?;
+    let writing = pool_of(BATCH_WRITERS)
+        .connect_with(options.options([("plan_cache_mode", "force_generic_plan")]))
+        .await?;
+    Ok((pool, writing))
 }
 
 impl_store!(PgStore, "postgres", STATEMENTS);
@@ -252,5 +279,53 @@ impl PgStore {
         }
         tx.commit().await?;
         Ok(cancelled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn setting(pool: &PgPool) -> String {
+        sqlx::query_scalar("SELECT current_setting('plan_cache_mode')")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
+    /// The task writers plan each statement once, in a pool of their own, and
+    /// no other query inherits their setting; the two pools hold
+    /// `max_connections` in all.
+    #[tokio::test]
+    async fn the_task_writers_have_a_pool_of_their_own_that_plans_once() {
+        let url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let options = PgConnectOptions::from_str(&url).unwrap();
+        let settings = PoolOptions {
+            max_connections: 5,
+            ..PoolOptions::default()
+        };
+        let (pool, writing) = match pools(options.clone(), &settings).await {
+            Ok(pools) => pools,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("no PostgreSQL for this check ({e}); CI=true requires one")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: the writers' pool check (no PostgreSQL: {e})");
+                return;
+            }
+        };
+        assert_eq!(setting(&writing).await, "force_generic_plan");
+        assert_eq!(setting(&pool).await, "auto");
+        assert_eq!(writing.options().get_max_connections(), BATCH_WRITERS);
+        assert_eq!(pool.options().get_max_connections(), 5 - BATCH_WRITERS);
+
+        let small = PoolOptions {
+            max_connections: 2,
+            ..settings
+        };
+        let (pool, writing) = pools(options, &small).await.unwrap();
+        assert_eq!(setting(&writing).await, "auto", "one shared pool");
+        assert_eq!(pool.options().get_max_connections(), 2);
     }
 }
