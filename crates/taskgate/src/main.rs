@@ -7,6 +7,17 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// jemalloc instead of the C library's allocator. Under load glibc's malloc
+/// spread the many small, short-lived allocations of requests (hyper's
+/// buffers, futures, JSON) over one arena per thread and kept what each had
+/// held; with 1,000 requests in flight its locking and page faults took a
+/// third of the throughput (bench/RESULTS.md). The settings are compiled in
+/// (`.cargo/config.toml`): one arena per CPU, pages unused for 200 ms given
+/// back by a background thread.
+#[cfg(unix)]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
