@@ -1502,3 +1502,30 @@ async fn kill_9_of_an_instance_loses_no_running_task() {
     a.kill();
     drop_database(&admin, &url).await;
 }
+
+/// The binary allocates with jemalloc, built with the settings of
+/// `.cargo/config.toml` (one arena per CPU, unused pages given back by a
+/// background thread after 200 ms): jemalloc prints its options at exit when
+/// asked to.
+#[cfg(unix)]
+#[test]
+fn the_binary_allocates_with_the_configured_jemalloc() {
+    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stats = String::from_utf8_lossy(&out.stderr);
+    for option in [
+        "opt.percpu_arena: \"percpu\"",
+        "opt.background_thread: true",
+        "opt.dirty_decay_ms: 200",
+        "opt.muzzy_decay_ms: 0",
+    ] {
+        assert!(
+            stats.contains(option),
+            "{option} not in jemalloc's stats:\n{stats}"
+        );
+    }
+}
