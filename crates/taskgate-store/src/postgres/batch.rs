@@ -143,7 +143,7 @@ const FIRST_REPLAN: u64 = 1_000;
 /// of a batch of 2 rows looks cheaper than the generic one (made for the 100
 /// rows it assumes of an `UNNEST`), though both look each task up by its
 /// key. That planning was a sixth of PostgreSQL's CPU per sync call
-/// (2026-11-25, perf at 8 connections).
+/// (2026-11-24, perf at 8 connections).
 ///
 /// The statements are planned again (closed, prepared anew) when the writer
 /// takes a connection and whenever the rows it wrote have doubled: a generic
