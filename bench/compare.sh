@@ -14,6 +14,7 @@
 # ignored by git); set BENCH_LITELLM_VERSION to choose its version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 for tool in wrk nginx sqlite3 psql python3; do
     command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || {
         echo "$tool is needed: apt-get install -y wrk nginx-light sqlite3 postgresql-client python3" >&2
@@ -33,4 +34,4 @@ cargo build --release -p taskgate --bin taskgate >&2
 cargo build --release -p taskgate-providers --example fake_openai >&2
 exec python3 bench/compare.py --taskgate "$PWD/target/release/taskgate" \
     --fake "$PWD/target/release/examples/fake_openai" \
-    --out "bench/results/$(date -u +%Y-%m-%d)-compare" "$@"
+    --out "$(fresh_result "$(date -u +%Y-%m-%d)-compare" txt | sed 's/\.txt$//')" "$@"

@@ -13,6 +13,7 @@
 # each part would do on its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 for tool in wrk nginx psql; do
     command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || { echo "$tool is needed" >&2; exit 1; }
 done
@@ -26,7 +27,7 @@ pg_admin="${TASKGATE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 export PGSSLMODE="${PGSSLMODE:-disable}"
 redis="${TASKGATE_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 db=taskgate_bench_instances
-out="bench/results/$(date -u +%Y-%m-%d)-instances.txt"
+out="$(fresh_result "$(date -u +%Y-%m-%d)-instances" txt)"
 work="$(mktemp -d)"
 pids=()
 stop_all() {

@@ -13,6 +13,7 @@
 # is checked: 200 and "status":"succeeded" from the gateway, the completion from the fake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; }
 # TASKGATE_BIN and FAKE_OPENAI_BIN run prebuilt binaries instead of building
 # them (to compare two builds run back to back); BENCH_OUT names the result file.
@@ -22,7 +23,7 @@ bin="${TASKGATE_BIN:-$PWD/target/release/taskgate}"
 fake="${FAKE_OPENAI_BIN:-$PWD/target/release/examples/fake_openai}"
 duration="${BENCH_DURATION:-10s}"
 dir="$(mktemp -d)"
-out="${BENCH_OUT:-bench/results/$(date -u +%Y-%m-%d)-overhead.txt}"
+out="${BENCH_OUT:-$(fresh_result "$(date -u +%Y-%m-%d)-overhead" txt)}"
 mkdir -p bench/results
 fake_pid="" tg_pid=""
 cleanup() {

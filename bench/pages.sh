@@ -10,6 +10,7 @@
 # by api; wrk -t2 (-t1 at c=1) at concurrency 1, 8 and 32 on the same machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 which="${1:-both}"
 count="${2:-1000000}"
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; }
@@ -18,7 +19,7 @@ bin="$PWD/target/release/taskgate"
 duration="${BENCH_DURATION:-10s}"
 pg_admin="${TASKGATE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 export PGSSLMODE="${PGSSLMODE:-disable}"
-out="bench/results/$(date -u +%Y-%m-%d)-pages.txt"
+out="$(fresh_result "$(date -u +%Y-%m-%d)-pages" txt)"
 mkdir -p bench/results
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

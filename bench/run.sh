@@ -13,6 +13,7 @@
 #                                           <date>-postgres[-calls]-async-commit.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 which="${1:-both}"
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; }
 cargo build --release -p taskgate >/dev/null
@@ -39,7 +40,7 @@ run_backend() {
     fi
     local variant=""
     [ "$backend" = postgres ] && [ "${BENCH_PG_SYNC_COMMIT:-on}" = off ] && variant="-async-commit"
-    out="bench/results/$(date -u +%Y-%m-%d)-$backend${BENCH_ONLY:+-$BENCH_ONLY}$variant.txt"
+    out="$(fresh_result "$(date -u +%Y-%m-%d)-$backend${BENCH_ONLY:+-$BENCH_ONLY}$variant" txt)"
     (cd "$dir" && TASKGATE_DATABASE_URL="$url" TASKGATE_LISTEN="127.0.0.1:$port" \
         TASKGATE_DEFAULT_PLAN=enterprise TASKGATE_LOG_LEVEL=warn exec "$bin" serve >"$dir/stdout" 2>"$dir/stderr") &
     pid=$!
