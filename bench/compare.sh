@@ -29,9 +29,10 @@ if [[ " $* " != *" --targets "* ]] || [[ "$*" == *litellm* ]]; then
         bench/.venv/bin/pip install -q "litellm[proxy]==$version"
     fi
 fi
+out="$(fresh_result "$(date -u +%Y-%m-%d)-compare" txt)"
 # Two builds: one of both would unify their features and build everything again.
 cargo build --release -p taskgate --bin taskgate >&2
 cargo build --release -p taskgate-providers --example fake_openai >&2
 exec python3 bench/compare.py --taskgate "$PWD/target/release/taskgate" \
     --fake "$PWD/target/release/examples/fake_openai" \
-    --out "$(fresh_result "$(date -u +%Y-%m-%d)-compare" txt | sed 's/\.txt$//')" "$@"
+    --out "${out%.txt}" "$@"

@@ -121,9 +121,9 @@ async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult
     let pool = pool_of(settings.max_connections - BATCH_WRITERS)
         .connect_with(options.clone())
         .await?;
+    // Lazily: the pool above has just shown the server answers.
     let writing = pool_of(BATCH_WRITERS)
-        .connect_with(options.options([("plan_cache_mode", "force_generic_plan")]))
-        .await?;
+        .connect_lazy_with(options.options([("plan_cache_mode", "force_generic_plan")]));
     Ok((pool, writing))
 }
 
