@@ -46,6 +46,17 @@ const POLL_LIMIT: i64 = 1024;
 /// With tasks waiting here already, the store is read every this many polls.
 const BUSY_POLL_TICKS: u64 = 10;
 
+/// When the caller of [`Executor::enqueue`] tells anyone of the task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Told {
+    /// As soon as it is stored (an async call's `202`, a stream's first
+    /// event): it must be durable by then.
+    AtOnce,
+    /// At its end (a sync call's answer), or after reading it with
+    /// `TaskStore::settle_task`.
+    AtEnd,
+}
+
 pub struct Executor {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
@@ -393,22 +404,30 @@ impl Executor {
     /// and the dispatcher runs it when a worker frees up. Returns the task as
     /// stored.
     /// `max_running` is the account's plan's cap of running tasks.
+    /// `told` says when the caller tells anyone of the task: a task told of
+    /// only at its end is stored without waiting for durability (its end
+    /// waits for both writes).
     pub async fn enqueue(
         self: &Arc<Self>,
         task: TaskRecord,
         max_running: Option<u32>,
+        told: Told,
     ) -> StoreResult<TaskRecord> {
         self.fair
             .set_cap(task.account_id, max_running.map(|n| n as usize));
         // In a task of its own: if the caller goes away (a client hanging up
         // drops its handler), a task already stored must still get run.
         let me = self.clone();
-        tokio::spawn(async move { me.store_and_start(task).await })
+        tokio::spawn(async move { me.store_and_start(task, told).await })
             .await
             .unwrap_or(Err(taskgate_store::StoreError::WriterStopped))
     }
 
-    async fn store_and_start(self: &Arc<Self>, task: TaskRecord) -> StoreResult<TaskRecord> {
+    async fn store_and_start(
+        self: &Arc<Self>,
+        task: TaskRecord,
+        told: Told,
+    ) -> StoreResult<TaskRecord> {
         let account = task.account_id;
         // A worker free at once, and the account under its cap with nothing
         // of its own waiting: start now. Else wait in the account's turn.
@@ -431,6 +450,9 @@ impl Executor {
         self.inflight.lock().insert(task.id);
         let stored = match cap {
             Some(cap) => self.store.insert_running_capped(&task, cap as u32).await,
+            None if told == Told::AtEnd => {
+                self.store.insert_task_unflushed(&task).await.map(|()| true)
+            }
             None => self.store.insert_task(&task).await.map(|()| true),
         };
         if !matches!(stored, Ok(true)) {
@@ -631,8 +653,12 @@ impl Executor {
             }
             Ok(false) => {
                 // Cancelled or interrupted meanwhile: show waiters what is stored.
-                if let Ok(Some(current)) = self.store.get_task_by_id(task.id).await {
-                    self.notify(&current);
+                match self.store.get_task_by_id(task.id).await {
+                    Ok(Some(current)) => self.notify(&current),
+                    // Not stored at all: its unflushed insert was lost in a
+                    // database crash. Waiters are let go, to find it gone.
+                    Ok(None) => drop(self.waiters.lock().remove(&task.id)),
+                    Err(_) => {}
                 }
                 self.streams.close(task.id);
             }

@@ -156,6 +156,18 @@ pub trait KeyStore: Send + Sync {
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     async fn insert_task(&self, task: &TaskRecord) -> StoreResult<()>;
+    /// [`TaskStore::insert_task`] of a task nobody is told of before its
+    /// end (a sync call's): committed, so every instance sees it, but not
+    /// waited for until durable. The next durable write covers it: the
+    /// task's finish, or [`TaskStore::settle_task`] when it must be told of
+    /// earlier. A database crash in between loses only a task whose caller
+    /// gets an error. PostgreSQL commits it without waiting for the WAL
+    /// flush; SQLite commits as [`TaskStore::insert_task`] does.
+    async fn insert_task_unflushed(&self, task: &TaskRecord) -> StoreResult<()>;
+    /// The task as stored once every write of it is durable: what a caller
+    /// of [`TaskStore::insert_task_unflushed`] reads before telling anyone
+    /// of the task. `None` if it is not stored.
+    async fn settle_task(&self, id: TaskId) -> StoreResult<Option<TaskRecord>>;
     async fn get_task(
         &self,
         account_id: AccountId,

@@ -21,6 +21,7 @@ macro_rules! task_columns {
          created_at, started_at, completed_at, runner, lease_until, reserved_micros"
     };
 }
+pub(crate) use task_columns;
 
 pub const GET_TASK: &str = concat!(
     "SELECT ",
@@ -526,6 +527,20 @@ macro_rules! impl_store {
         impl $crate::TaskStore for $store {
             async fn insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
                 self.hot_insert_task(t).await
+            }
+
+            async fn insert_task_unflushed(
+                &self,
+                t: &$crate::TaskRecord,
+            ) -> $crate::StoreResult<()> {
+                self.hot_insert_task_unflushed(t).await
+            }
+
+            async fn settle_task(
+                &self,
+                id: taskgate_core::TaskId,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                self.hot_settle_task(id).await
             }
 
             async fn get_task(

@@ -22,6 +22,7 @@ use super::{
 use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
 use crate::envelope::Raw;
+use crate::executor::Told;
 use crate::v1::JsonObject;
 use crate::v1::call::{Started, start_for};
 use crate::v1::tasks::{StreamEvent, follow_with};
@@ -213,7 +214,13 @@ pub(super) async fn completions(
         request.metadata,
         request.sandbox,
     );
-    let started = start_for(&app, &principal, call, true).await?;
+    // A stream tells of the task at once (its id is in every chunk).
+    let told = if request.stream {
+        Told::AtOnce
+    } else {
+        Told::AtEnd
+    };
+    let started = start_for(&app, &principal, call, told).await?;
     if !request.stream {
         let task = until_end(&app, &principal, started).await?;
         return Ok(completion(&task, &request.model));

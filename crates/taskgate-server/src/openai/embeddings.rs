@@ -15,6 +15,7 @@ use super::{
 };
 use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
+use crate::executor::Told;
 use crate::v1::JsonObject;
 use crate::v1::call::start_for;
 
@@ -73,7 +74,7 @@ pub(super) async fn create(
         &app,
         &principal,
         call_body(&model, input, metadata, sandbox),
-        true,
+        Told::AtEnd,
     )
     .await?;
     let task = until_end(&app, &principal, started).await?;

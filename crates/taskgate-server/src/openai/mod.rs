@@ -345,9 +345,10 @@ async fn finished(app: &AppState, started: Started) -> Result<TaskRecord, OpenAi
     app.executor.forget(id);
     let task = match result {
         Some(t) => t,
+        // Told of now (its id in the answer): made durable first.
         None => app
             .store
-            .get_task_by_id(id)
+            .settle_task(id)
             .await
             .map_err(ApiError::from)?
             .filter(|t| t.status.is_terminal())

@@ -19,6 +19,7 @@ use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::catalog::ApiEntry;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
+use crate::executor::Told;
 use crate::v1::JsonObject;
 use crate::views::TaskView;
 
@@ -522,16 +523,17 @@ pub(crate) struct Started {
 
 /// A call made for `principal` from elsewhere than POST /call (the
 /// OpenAI-compatible endpoint): the body as POST /call takes it, checked and
-/// accepted the same way (limits, spend, test mode, storage). With `wait`, the
-/// task's end can be awaited on [`Started::done`].
+/// accepted the same way (limits, spend, test mode, storage). The task's end
+/// can be awaited on [`Started::done`]; `told` says when the caller tells of
+/// the task (a stream does at once).
 pub(crate) async fn start_for(
     app: &AppState,
     principal: &Principal,
     body: Map<String, Value>,
-    wait: bool,
+    told: Told,
 ) -> ApiResult<Started> {
     let request = parse(app, principal, body)?;
-    start(app, principal, request, None, wait).await
+    start(app, principal, request, None, true, told).await
 }
 
 async fn execute(
@@ -541,7 +543,8 @@ async fn execute(
     hold: Option<&Hold>,
 ) -> ApiResult<Response> {
     let wait = !request.asynchronous;
-    let Started { task: stored, done } = start(app, principal, request, hold, wait).await?;
+    let told = if wait { Told::AtEnd } else { Told::AtOnce };
+    let Started { task: stored, done } = start(app, principal, request, hold, wait, told).await?;
     let Some(done) = done else {
         return answer(&stored);
     };
@@ -550,27 +553,33 @@ async fn execute(
         Ok(Ok(finished)) => answer(&finished),
         _ => {
             app.executor.forget(id);
-            // The task exists from here on: answer with it even if the store
-            // cannot be read now, so an Idempotency-Key is not released.
-            let current = app
-                .store
-                .get_task_by_id(id)
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or(stored);
-            answer(&current)
+            // Told of now: made durable first (it was stored unflushed).
+            match app.store.settle_task(id).await {
+                Ok(Some(current)) => answer(&current),
+                // Lost with a database crash before it was durable: nobody
+                // was told of it.
+                Ok(None) => Err(ApiError::storage_unavailable()),
+                // The task exists from here on: answer with it even if the
+                // store cannot be reached now, so an Idempotency-Key is not
+                // released.
+                Err(e) => {
+                    tracing::warn!(error = %e, task = %id, "cannot read a task past its sync wait");
+                    answer(&stored)
+                }
+            }
         }
     }
 }
 
 /// Reserves the call's spend, stores its task and hands it to the executor.
+/// With `wait`, the task's end can be awaited on [`Started::done`].
 async fn start(
     app: &AppState,
     principal: &Principal,
     request: CallRequest,
     hold: Option<&Hold>,
     wait: bool,
+    told: Told,
 ) -> ApiResult<Started> {
     let now = Timestamp::now();
     let reserved = reserve_spend(app, principal, &request, now).await?;
@@ -606,7 +615,7 @@ async fn start(
     let done = wait.then(|| app.executor.wait(id));
     let stored = match app
         .executor
-        .enqueue(task, principal.max_running_tasks)
+        .enqueue(task, principal.max_running_tasks, told)
         .await
     {
         Ok(stored) => stored,

@@ -92,7 +92,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
     use taskgate_core::{AccountId, ApiSlug, KeyId, Mode, RunnerId, TaskId, TaskStatus, Timestamp};
     use taskgate_server::catalog::Catalog;
     use taskgate_server::config::CatalogConfig;
-    use taskgate_server::executor::Executor;
+    use taskgate_server::executor::{Executor, Told};
     use taskgate_store::TaskRecord;
 
     let path = std::env::temp_dir().join(format!(
@@ -143,7 +143,10 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
     ] {
         let t = task(input);
         let done = executor.wait(t.id);
-        executor.enqueue(t.clone(), None).await.unwrap();
+        executor
+            .enqueue(t.clone(), None, Told::AtOnce)
+            .await
+            .unwrap();
         let finished = tokio::time::timeout(std::time::Duration::from_secs(10), done)
             .await
             .expect("the task ends")

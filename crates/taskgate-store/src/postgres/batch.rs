@@ -29,9 +29,12 @@ const MAX_BATCH: usize = 256;
 
 pub(super) enum Work {
     /// With a cap: only while the account has fewer running tasks.
+    /// Without `flush`, a batch of such inserts alone commits without
+    /// waiting for the WAL flush (`TaskStore::insert_task_unflushed`).
     Insert {
         task: Box<TaskRecord>,
         cap: Option<u32>,
+        flush: bool,
     },
     /// With a cap: only while the account has fewer running tasks.
     Claim {
@@ -81,7 +84,9 @@ impl Work {
     /// The account whose running tasks the write counts under a lock.
     fn capped_account(&self) -> Option<AccountId> {
         match self {
-            Work::Insert { task, cap: Some(_) } => Some(task.account_id),
+            Work::Insert {
+                task, cap: Some(_), ..
+            } => Some(task.account_id),
             Work::Claim {
                 cap: Some((account, _)),
                 ..
@@ -417,7 +422,7 @@ async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, 
                 _ => unreachable!("an insert"),
             })
             .collect();
-        insert_many(conn, &tasks).await?;
+        insert_many(conn, &tasks, flushes(works)).await?;
         for i in inserts {
             done[i] = Some(Done::Inserted);
         }
@@ -437,6 +442,21 @@ async fn run_all(conn: &mut PgConnection, works: &[&Work]) -> Result<Vec<Done>, 
         });
     }
     Ok(all)
+}
+
+/// Whether the transaction of `works` waits for the WAL flush when it
+/// commits: unless every write of it is an insert that need not.
+fn flushes(works: &[&Work]) -> bool {
+    !works.iter().all(|w| {
+        matches!(
+            w,
+            Work::Insert {
+                cap: None,
+                flush: false,
+                ..
+            }
+        )
+    })
 }
 
 /// The finishes of `works`, in groups written by one statement each: all
@@ -471,50 +491,71 @@ fn texts<'a, T: TextColumn + 'a>(v: impl Iterator<Item = Option<&'a T>>) -> Vec<
 }
 
 /// Many tasks in one statement: an array of values per column.
-async fn insert_many(conn: &mut PgConnection, tasks: &[&TaskRecord]) -> Result<(), sqlx::Error> {
+async fn insert_many(
+    conn: &mut PgConnection,
+    tasks: &[&TaskRecord],
+    flush: bool,
+) -> Result<(), sqlx::Error> {
     let strings = |f: fn(&TaskRecord) -> String| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
     let ints = |f: fn(&TaskRecord) -> i64| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
     let some_ints =
         |f: fn(&TaskRecord) -> Option<i64>| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
-    sqlx::query(INSERT_MANY)
-        .bind(strings(|t| t.id.to_string()))
-        .bind(strings(|t| t.account_id.to_string()))
-        .bind(strings(|t| text(&t.mode)))
-        .bind(strings(|t| text(&t.api)))
-        .bind(strings(|t| text(&t.status)))
-        .bind(strings(|t| t.input.clone()))
-        .bind(tasks.iter().map(|t| t.output.clone()).collect::<Vec<_>>())
-        .bind(texts(tasks.iter().map(|t| t.error.as_ref())))
-        .bind(ints(|t| t.units))
-        .bind(some_ints(|t| t.input_tokens))
-        .bind(some_ints(|t| t.output_tokens))
-        .bind(ints(|t| t.cost_micros))
-        .bind(strings(|t| t.metadata.clone()))
-        .bind(strings(|t| t.key_id.to_string()))
-        .bind(texts(tasks.iter().map(|t| t.idempotency_key.as_ref())))
-        .bind(ints(|t| t.timeout_ms))
-        .bind(texts(tasks.iter().map(|t| t.sandbox.as_ref())))
-        .bind(strings(|t| text(&t.events)))
-        .bind(strings(|t| text(&t.attempts)))
-        .bind(ints(|t| t.created_at.unix_ms()))
-        .bind(some_ints(|t| t.started_at.map(Timestamp::unix_ms)))
-        .bind(some_ints(|t| t.completed_at.map(Timestamp::unix_ms)))
-        .bind(texts(tasks.iter().map(|t| t.runner.as_ref())))
-        .bind(some_ints(|t| t.lease_until.map(Timestamp::unix_ms)))
-        .bind(ints(|t| t.reserved_micros))
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(if flush {
+        INSERT_MANY
+    } else {
+        INSERT_MANY_UNFLUSHED
+    })
+    .bind(strings(|t| t.id.to_string()))
+    .bind(strings(|t| t.account_id.to_string()))
+    .bind(strings(|t| text(&t.mode)))
+    .bind(strings(|t| text(&t.api)))
+    .bind(strings(|t| text(&t.status)))
+    .bind(strings(|t| t.input.clone()))
+    .bind(tasks.iter().map(|t| t.output.clone()).collect::<Vec<_>>())
+    .bind(texts(tasks.iter().map(|t| t.error.as_ref())))
+    .bind(ints(|t| t.units))
+    .bind(some_ints(|t| t.input_tokens))
+    .bind(some_ints(|t| t.output_tokens))
+    .bind(ints(|t| t.cost_micros))
+    .bind(strings(|t| t.metadata.clone()))
+    .bind(strings(|t| t.key_id.to_string()))
+    .bind(texts(tasks.iter().map(|t| t.idempotency_key.as_ref())))
+    .bind(ints(|t| t.timeout_ms))
+    .bind(texts(tasks.iter().map(|t| t.sandbox.as_ref())))
+    .bind(strings(|t| text(&t.events)))
+    .bind(strings(|t| text(&t.attempts)))
+    .bind(ints(|t| t.created_at.unix_ms()))
+    .bind(some_ints(|t| t.started_at.map(Timestamp::unix_ms)))
+    .bind(some_ints(|t| t.completed_at.map(Timestamp::unix_ms)))
+    .bind(texts(tasks.iter().map(|t| t.runner.as_ref())))
+    .bind(some_ints(|t| t.lease_until.map(Timestamp::unix_ms)))
+    .bind(ints(|t| t.reserved_micros))
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
-/// [`crate::sql::INSERT_TASK`]'s columns, from one array each.
-const INSERT_MANY: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
+/// The insert of many tasks, with a `WHERE` clause.
+macro_rules! insert_rows {
+    ($where:literal) => { concat!("INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
      events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) \
      SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
      $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], \
      $14::text[], $15::text[], $16::bigint[], $17::text[], $18::text[], $19::text[], $20::bigint[], \
-     $21::bigint[], $22::bigint[], $23::text[], $24::bigint[], $25::bigint[])";
+     $21::bigint[], $22::bigint[], $23::text[], $24::bigint[], $25::bigint[])", $where) };
+}
+
+/// [`crate::sql::INSERT_TASK`]'s columns, from one array each.
+const INSERT_MANY: &str = insert_rows!("");
+
+/// [`INSERT_MANY`], its transaction committed without waiting for the WAL
+/// flush: `set_config(…, true)` is `SET LOCAL` inside the statement, so no
+/// round trip is added (a statement alone is its own transaction). The
+/// setting is read at commit; the rows are visible to every session at
+/// once either way.
+const INSERT_MANY_UNFLUSHED: &str =
+    insert_rows!(" WHERE set_config('synchronous_commit', 'off', true) = 'off'");
 
 /// Many ends of running tasks in one statement, with the spend they move
 /// (what [`crate::sql::Statements`]'s `ending`, [`crate::sql::RELEASE_SPEND`]
@@ -591,13 +632,13 @@ const FINISH_MANY: &str = "WITH ended AS (\
 /// A store or a claim on its own: alone in its batch, or capped.
 async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> {
     match work {
-        Work::Insert { task: t, cap } => {
+        Work::Insert { task: t, cap, .. } => {
             if let Some(cap) = *cap
                 && at_cap(conn, t.account_id, cap).await?
             {
                 return Ok(Done::AtCap);
             }
-            insert_many(conn, &[&**t]).await?;
+            insert_many(conn, &[&**t], true).await?;
             Ok(Done::Inserted)
         }
         Work::Claim {
@@ -626,5 +667,110 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
             ))
         }
         Work::Finish { .. } => unreachable!("finishes are written by run_all"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx::postgres::PgConnectOptions;
+    use taskgate_core::{ApiSlug, KeyId, Mode};
+
+    use super::*;
+
+    fn task() -> TaskRecord {
+        TaskRecord::queued(
+            TaskId::new(),
+            AccountId::new(),
+            Mode::Live,
+            ApiSlug::parse("sentiment").unwrap(),
+            KeyId::new(),
+            Timestamp::now(),
+        )
+    }
+
+    fn insert(flush: bool) -> Work {
+        Work::Insert {
+            task: Box::new(task()),
+            cap: None,
+            flush,
+        }
+    }
+
+    /// A batch skips the flush only when every write in it may.
+    #[test]
+    fn only_a_batch_of_unflushed_inserts_commits_without_the_flush() {
+        let (a, b) = (insert(false), insert(false));
+        assert!(!flushes(&[&a, &b]));
+        let durable = insert(true);
+        assert!(flushes(&[&a, &durable]));
+        let capped = Work::Insert {
+            task: Box::new(task()),
+            cap: Some(3),
+            flush: false,
+        };
+        assert!(flushes(&[&a, &capped]));
+        let claim = Work::Claim {
+            id: TaskId::new(),
+            cap: None,
+            runner: RunnerId::host_port("test", 1),
+            now: Timestamp::now(),
+            lease_until: Timestamp::now(),
+            event: TaskEvent::new(TaskStatus::Running, Timestamp::now()),
+        };
+        assert!(flushes(&[&a, &claim]));
+    }
+
+    /// The unflushed insert turns `synchronous_commit` off for its own
+    /// transaction only; the other leaves the session's setting alone.
+    #[tokio::test]
+    async fn the_unflushed_insert_commits_asynchronously_and_the_other_does_not() {
+        let url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let options = PgConnectOptions::from_str(&url).unwrap();
+        let mut conn = match PgConnection::connect_with(&options).await {
+            Ok(conn) => conn,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("no PostgreSQL for this check ({e}); CI=true requires one")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: the unflushed insert's check (no PostgreSQL: {e})");
+                return;
+            }
+        };
+        // A table of this session's own, shadowing `tasks`, with its columns.
+        sqlx::raw_sql(
+            "CREATE TEMP TABLE tasks (id text, account_id text, mode text, api text, \
+             status text, input text, output text, error text, units bigint, \
+             input_tokens bigint, output_tokens bigint, cost_micros bigint, metadata text, \
+             key_id text, idempotency_key text, timeout_ms bigint, sandbox text, events text, \
+             attempts text, created_at bigint, started_at bigint, completed_at bigint, \
+             runner text, lease_until bigint, reserved_micros bigint)",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let setting = async |conn: &mut PgConnection| -> String {
+            sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+                .fetch_one(conn)
+                .await
+                .unwrap()
+        };
+        let session = setting(&mut conn).await;
+        assert_ne!(session, "off", "the test needs a server that flushes");
+        for (flush, within) in [(false, "off"), (true, session.as_str())] {
+            let (a, b) = (task(), task());
+            sqlx::raw_sql("BEGIN").execute(&mut conn).await.unwrap();
+            insert_many(&mut conn, &[&a, &b], flush).await.unwrap();
+            assert_eq!(setting(&mut conn).await, within, "flush: {flush}");
+            sqlx::raw_sql("COMMIT").execute(&mut conn).await.unwrap();
+            assert_eq!(setting(&mut conn).await, session, "after the transaction");
+        }
+        let (stored,): (i64,) = sqlx::query_as("SELECT count(*) FROM tasks")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(stored, 4);
     }
 }

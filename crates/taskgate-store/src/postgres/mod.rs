@@ -128,6 +128,12 @@ async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult
 }
 
 impl_store!(PgStore, "postgres", STATEMENTS);
+
+/// [`PgStore::hot_settle_task`]'s write.
+const SETTLE_TASK: &str = concat!(
+    "UPDATE tasks SET lease_until = lease_until WHERE id = $1 RETURNING ",
+    crate::sql::task_columns!()
+);
 crate::users::impl_users!(PgStore);
 crate::usage::impl_requests!(PgStore);
 
@@ -135,12 +141,36 @@ crate::usage::impl_requests!(PgStore);
 /// reads straight from the pool.
 impl PgStore {
     async fn hot_insert_task(&self, t: &crate::TaskRecord) -> StoreResult<()> {
+        self.insert_uncapped(t, true).await
+    }
+
+    async fn hot_insert_task_unflushed(&self, t: &crate::TaskRecord) -> StoreResult<()> {
+        self.insert_uncapped(t, false).await
+    }
+
+    async fn insert_uncapped(&self, t: &crate::TaskRecord, flush: bool) -> StoreResult<()> {
         let work = Work::Insert {
             task: Box::new(t.clone()),
             cap: None,
+            flush,
         };
         self.batcher.run(work).await?;
         Ok(())
+    }
+
+    /// A write of the task's row that changes nothing, committed durably
+    /// (the session's `synchronous_commit`): its commit waits for the WAL
+    /// to be flushed up to its own record, so up to every earlier write of
+    /// the task too. If another write changed the row meanwhile, that
+    /// write came after the insert and was durable itself.
+    async fn hot_settle_task(
+        &self,
+        id: taskgate_core::TaskId,
+    ) -> StoreResult<Option<crate::TaskRecord>> {
+        Ok(sqlx::query_as(SETTLE_TASK)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
     }
 
     async fn hot_insert_running_capped(
@@ -151,6 +181,7 @@ impl PgStore {
         let work = Work::Insert {
             task: Box::new(t.clone()),
             cap: Some(max_running),
+            flush: true,
         };
         Ok(matches!(self.batcher.run(work).await?, Done::Inserted))
     }

@@ -118,6 +118,17 @@ impl SqliteStore {
         self.tasks.run(move |conn| insert_row(conn, &t)).await
     }
 
+    /// Every commit here waits for the same thing (the WAL written, not
+    /// synced: `synchronous = NORMAL`).
+    async fn hot_insert_task_unflushed(&self, t: &TaskRecord) -> StoreResult<()> {
+        self.hot_insert_task(t).await
+    }
+
+    async fn hot_settle_task(&self, id: TaskId) -> StoreResult<Option<TaskRecord>> {
+        use crate::TaskStore;
+        self.get_task_by_id(id).await
+    }
+
     async fn hot_insert_running_capped(
         &self,
         t: &TaskRecord,
