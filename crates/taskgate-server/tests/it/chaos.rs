@@ -149,6 +149,77 @@ impl Drop for PrivatePostgres {
     }
 }
 
+/// `pg` started, with an empty database `tg`, and a configuration on it that
+/// gives up on the database after 1 s.
+async fn on_database(pg: &PrivatePostgres) -> Config {
+    pg.start();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&pg.url("postgres"))
+        .await
+        .unwrap();
+    sqlx::query("CREATE DATABASE tg")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    drop(conn);
+    let mut config = Config {
+        listen: "127.0.0.1:0".to_owned(),
+        database_url: pg.url("tg"),
+        shutdown_grace_ms: 2_000,
+        ..Config::default()
+    };
+    config.database.acquire_timeout_ms = 1_000;
+    config
+}
+
+/// An instance on `config` for an account on the plan `big` (`per_minute`
+/// requests a minute, nothing else limited): the server, a live key and a
+/// test key.
+async fn serve(
+    mut config: Config,
+    per_minute: Option<u32>,
+) -> (taskgate_server::Server, String, String) {
+    config.plans.insert(
+        "big".parse().unwrap(),
+        taskgate_server::config::PlanLimits {
+            per_minute,
+            per_day: None,
+            max_running_tasks: None,
+        },
+    );
+    let store = taskgate_server::open_store(&config).await.unwrap();
+    let account = admin::create_account(&*store, &config, "chaos", "big", None)
+        .await
+        .unwrap();
+    let account = account["id"].as_str().unwrap();
+    let key = async |key_type| {
+        let key = admin::create_key(
+            &*store,
+            admin::NewKey {
+                account_id: account,
+                key_type,
+                name: "chaos",
+                scopes: None,
+                apis: None,
+                expires_in_ms: None,
+            },
+        )
+        .await
+        .unwrap();
+        key["secret"].as_str().unwrap().to_owned()
+    };
+    let (live, test) = (key(KeyType::Live).await, key(KeyType::Test).await);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = taskgate_server::start_with_env(
+        config,
+        store,
+        Some(listener),
+        std::sync::Arc::new(|_: &str| None),
+    )
+    .await
+    .unwrap();
+    (server, live, test)
+}
+
 /// Requests sent one after another until told to stop: every answer's
 /// status, and the ids of the tasks made.
 async fn load(
@@ -190,68 +261,12 @@ async fn losing_redis_then_postgresql_under_load_is_503_and_it_recovers_by_itsel
         return;
     };
     redis.up().await;
-    pg.start();
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&pg.url("postgres"))
-        .await
-        .unwrap();
-    sqlx::query("CREATE DATABASE tg")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    drop(conn);
-
-    let mut config = Config {
-        listen: "127.0.0.1:0".to_owned(),
-        database_url: pg.url("tg"),
+    let config = Config {
         redis_url: Some(format!("redis://127.0.0.1:{redis_port}")),
-        shutdown_grace_ms: 2_000,
-        ..Config::default()
+        ..on_database(&pg).await
     };
-    config.database.acquire_timeout_ms = 1_000;
     // Limited (so the limiter asks Redis), but never reached here.
-    config.plans.insert(
-        "big".parse().unwrap(),
-        taskgate_server::config::PlanLimits {
-            per_minute: Some(1_000_000),
-            per_day: None,
-            max_running_tasks: None,
-        },
-    );
-    let store = taskgate_server::open_store(&config).await.unwrap();
-    let account = admin::create_account(&*store, &config, "chaos", "big", None)
-        .await
-        .unwrap();
-    let account = account["id"].as_str().unwrap();
-    let key = |t| {
-        admin::create_key(
-            &*store,
-            admin::NewKey {
-                account_id: account,
-                key_type: t,
-                name: "chaos",
-                scopes: None,
-                apis: None,
-                expires_in_ms: None,
-            },
-        )
-    };
-    let live = key(KeyType::Live).await.unwrap()["secret"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let test = key(KeyType::Test).await.unwrap()["secret"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = taskgate_server::start_with_env(
-        config,
-        store,
-        Some(listener),
-        std::sync::Arc::new(|_: &str| None),
-    )
-    .await
-    .unwrap();
+    let (server, live, test) = serve(config, Some(1_000_000)).await;
     let base = format!("http://{}", server.addr);
     let background_client = TestClient::new(&base, Some(&test));
     let (live, test) = (
@@ -351,62 +366,12 @@ async fn sync_calls_answered_before_a_postgresql_crash_are_stored_after_it() {
         eprintln!("SKIPPED: chaos test (no PostgreSQL server programs under /usr/lib/postgresql)");
         return;
     };
-    pg.start();
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&pg.url("postgres"))
-        .await
-        .unwrap();
-    sqlx::query("CREATE DATABASE tg")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    drop(conn);
-
-    let mut config = Config {
-        listen: "127.0.0.1:0".to_owned(),
-        database_url: pg.url("tg"),
+    let config = Config {
         sync_wait_ms: 8_000,
         task_lease_ms: 3_000,
-        shutdown_grace_ms: 2_000,
-        ..Config::default()
+        ..on_database(&pg).await
     };
-    config.database.acquire_timeout_ms = 1_000;
-    config.plans.insert(
-        "big".parse().unwrap(),
-        taskgate_server::config::PlanLimits {
-            per_minute: None,
-            per_day: None,
-            max_running_tasks: None,
-        },
-    );
-    let store = taskgate_server::open_store(&config).await.unwrap();
-    let account = admin::create_account(&*store, &config, "crash", "big", None)
-        .await
-        .unwrap();
-    let secret = admin::create_key(
-        &*store,
-        admin::NewKey {
-            account_id: account["id"].as_str().unwrap(),
-            key_type: KeyType::Test,
-            name: "crash",
-            scopes: None,
-            apis: None,
-            expires_in_ms: None,
-        },
-    )
-    .await
-    .unwrap()["secret"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = taskgate_server::start_with_env(
-        config,
-        store,
-        Some(listener),
-        std::sync::Arc::new(|_: &str| None),
-    )
-    .await
-    .unwrap();
+    let (server, _, secret) = serve(config, None).await;
     let client = TestClient::new(&format!("http://{}", server.addr), Some(&secret));
 
     // Six callers, one sync call after another each.
