@@ -399,14 +399,15 @@ impl Executor {
     }
 
     /// Stores a new task and gets it run. When a worker is free at once, the
-    /// task is stored already claimed by it: durable before it runs, in one
+    /// task is stored already claimed by it: committed before it runs, in one
     /// write instead of an insert and a claim. Otherwise it is stored queued
     /// and the dispatcher runs it when a worker frees up. Returns the task as
     /// stored.
-    /// `max_running` is the account's plan's cap of running tasks.
-    /// `told` says when the caller tells anyone of the task: a task told of
-    /// only at its end is stored without waiting for durability (its end
-    /// waits for both writes).
+    ///
+    /// `max_running` is the account's plan's cap of running tasks. `told`
+    /// says when the caller tells anyone of the task: one told of only at its
+    /// end is stored claimed without waiting for durability (its end's
+    /// durable commit covers both writes).
     pub async fn enqueue(
         self: &Arc<Self>,
         task: TaskRecord,
