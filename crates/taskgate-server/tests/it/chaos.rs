@@ -27,13 +27,24 @@ struct PrivatePostgres {
 }
 
 impl PrivatePostgres {
-    /// `None` when PostgreSQL's server programs are not installed.
+    /// `None` when PostgreSQL's server programs are not installed: the test
+    /// is skipped, and says so (under `CI=true` it fails instead).
     fn create() -> Option<Self> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
+        let Some(bin) = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
             .filter_map(|e| e.ok())
             .map(|e| e.path().join("bin"))
-            .find(|b| b.join("initdb").exists())?;
+            .find(|b| b.join("initdb").exists())
+        else {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("PostgreSQL's server programs (initdb, pg_ctl) are required in CI");
+            }
+            eprintln!(
+                "SKIPPED: chaos test (no PostgreSQL server programs under /usr/lib/postgresql)"
+            );
+            return None;
+        };
         let as_postgres = Command::new("id")
             .arg("-u")
             .output()
@@ -246,10 +257,6 @@ async fn load(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_redis_then_postgresql_under_load_is_503_and_it_recovers_by_itself() {
     let Some(pg) = PrivatePostgres::create() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("PostgreSQL's server programs (initdb, pg_ctl) are required in CI");
-        }
-        eprintln!("SKIPPED: chaos test (no PostgreSQL server programs under /usr/lib/postgresql)");
         return;
     };
     let redis_port = free_port();
@@ -360,10 +367,6 @@ async fn losing_redis_then_postgresql_under_load_is_503_and_it_recovers_by_itsel
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_calls_answered_before_a_postgresql_crash_are_stored_after_it() {
     let Some(pg) = PrivatePostgres::create() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("PostgreSQL's server programs (initdb, pg_ctl) are required in CI");
-        }
-        eprintln!("SKIPPED: chaos test (no PostgreSQL server programs under /usr/lib/postgresql)");
         return;
     };
     let config = Config {

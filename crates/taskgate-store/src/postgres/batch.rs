@@ -672,9 +672,6 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
 
 #[cfg(test)]
 mod tests {
-    use std::str::FromStr;
-
-    use sqlx::postgres::PgConnectOptions;
     use taskgate_core::{ApiSlug, KeyId, Mode};
 
     use super::*;
@@ -726,18 +723,9 @@ mod tests {
     /// transaction only; the other leaves the session's setting alone.
     #[tokio::test]
     async fn the_unflushed_insert_commits_asynchronously_and_the_other_does_not() {
-        let url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let options = PgConnectOptions::from_str(&url).unwrap();
-        let mut conn = match PgConnection::connect_with(&options).await {
+        let mut conn = match PgConnection::connect_with(&super::super::test_server()).await {
             Ok(conn) => conn,
-            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-                panic!("no PostgreSQL for this check ({e}); CI=true requires one")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: the unflushed insert's check (no PostgreSQL: {e})");
-                return;
-            }
+            Err(e) => return super::super::without_server("the unflushed insert's check", e),
         };
         // A table of this session's own, shadowing `tasks`, with its columns.
         sqlx::raw_sql(

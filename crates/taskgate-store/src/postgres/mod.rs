@@ -128,14 +128,14 @@ async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult
 }
 
 impl_store!(PgStore, "postgres", STATEMENTS);
+crate::users::impl_users!(PgStore);
+crate::usage::impl_requests!(PgStore);
 
 /// [`PgStore::hot_settle_task`]'s write.
 const SETTLE_TASK: &str = concat!(
     "UPDATE tasks SET lease_until = lease_until WHERE id = $1 RETURNING ",
     crate::sql::task_columns!()
 );
-crate::users::impl_users!(PgStore);
-crate::usage::impl_requests!(PgStore);
 
 /// The task reads and writes of the hot path: writes through the batcher,
 /// reads straight from the pool.
@@ -313,6 +313,25 @@ impl PgStore {
     }
 }
 
+/// The server of the unit tests: `TASKGATE_TEST_POSTGRES_URL`, or the
+/// local one.
+#[cfg(test)]
+fn test_server() -> PgConnectOptions {
+    let url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    PgConnectOptions::from_str(&url).unwrap()
+}
+
+/// A unit test without its server: skipped, and says so; under `CI=true`
+/// it fails instead.
+#[cfg(test)]
+fn without_server(check: &str, e: impl std::fmt::Display) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("no PostgreSQL for {check} ({e}); CI=true requires one")
+    }
+    eprintln!("SKIPPED: {check} (no PostgreSQL: {e})");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,22 +348,14 @@ mod tests {
     /// `max_connections` in all.
     #[tokio::test]
     async fn the_task_writers_have_a_pool_of_their_own_that_plans_once() {
-        let url = std::env::var("TASKGATE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let options = PgConnectOptions::from_str(&url).unwrap();
+        let options = test_server();
         let settings = PoolOptions {
             max_connections: 5,
             ..PoolOptions::default()
         };
         let (pool, writing) = match pools(options.clone(), &settings).await {
             Ok(pools) => pools,
-            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-                panic!("no PostgreSQL for this check ({e}); CI=true requires one")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: the writers' pool check (no PostgreSQL: {e})");
-                return;
-            }
+            Err(e) => return without_server("the writers' pool check", e),
         };
         assert_eq!(setting(&writing).await, "force_generic_plan");
         assert_eq!(setting(&pool).await, "auto");
