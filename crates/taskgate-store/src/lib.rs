@@ -157,12 +157,14 @@ pub trait KeyStore: Send + Sync {
 pub trait TaskStore: Send + Sync {
     async fn insert_task(&self, task: &TaskRecord) -> StoreResult<()>;
     /// [`TaskStore::insert_task`] of a task nobody is told of before its
-    /// end (a sync call's): committed, so every instance sees it, but not
-    /// waited for until durable. The next durable write covers it: the
-    /// task's finish, or [`TaskStore::settle_task`] when it must be told of
-    /// earlier. A database crash in between loses only a task whose caller
-    /// gets an error. PostgreSQL commits it without waiting for the WAL
-    /// flush; SQLite commits as [`TaskStore::insert_task`] does.
+    /// end (a sync call's): every read and write of tasks finds it, but it
+    /// is not waited for until durable. The next durable write covers it:
+    /// the task's finish, or [`TaskStore::settle_task`] when it must be told
+    /// of earlier. A crash in between loses only a task whose caller gets an
+    /// error. PostgreSQL commits it without waiting for the WAL flush, so
+    /// every instance sees it at once. SQLite (one process) holds it back
+    /// and inserts it in the commit of its end, or before any other use of
+    /// tasks, or once held for 0.1 s (`sqlite/held.rs`).
     async fn insert_task_unflushed(&self, task: &TaskRecord) -> StoreResult<()>;
     /// The task as stored once every write of it is durable: what a caller
     /// of [`TaskStore::insert_task_unflushed`] reads before telling anyone

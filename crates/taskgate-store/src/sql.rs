@@ -556,6 +556,7 @@ macro_rules! impl_store {
                 &self,
                 id: taskgate_core::TaskId,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                self.hot_visible().await?;
                 Ok(sqlx::query_as($crate::sql::GET_TASK_BY_ID)
                     .bind(id)
                     .fetch_optional(self.reader())
@@ -598,6 +599,7 @@ macro_rules! impl_store {
                 created_before: taskgate_core::Timestamp,
                 limit: i64,
             ) -> $crate::StoreResult<u64> {
+                self.hot_visible().await?;
                 let r = sqlx::query($crate::sql::PURGE_TASKS)
                     .bind(taskgate_core::TaskId::floor(created_before))
                     .bind(limit)
@@ -673,6 +675,7 @@ macro_rules! impl_store {
                 id: taskgate_core::TaskId,
                 attempts: &$crate::Attempts,
             ) -> $crate::StoreResult<bool> {
+                self.hot_visible().await?;
                 let done = sqlx::query($statements.cancelled_attempts.as_str())
                     .bind(attempts)
                     .bind(id)
@@ -687,6 +690,7 @@ macro_rules! impl_store {
                 ids: &[taskgate_core::TaskId],
                 lease_until: taskgate_core::Timestamp,
             ) -> $crate::StoreResult<u64> {
+                self.hot_visible().await?;
                 let mut renewed = 0;
                 for chunk in ids.chunks(500) {
                     let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
@@ -705,6 +709,7 @@ macro_rules! impl_store {
                 now: taskgate_core::Timestamp,
                 dead_runner: Option<&taskgate_core::RunnerId>,
             ) -> $crate::StoreResult<Vec<taskgate_core::TaskId>> {
+                self.hot_visible().await?;
                 let event = taskgate_core::TaskEvent::new($crate::Transition::Interrupt.to(), now)
                     .with_message("the process running this task stopped");
                 let mut tx = self.writer().begin().await?;
@@ -825,6 +830,7 @@ macro_rules! impl_store {
                 owner: taskgate_core::RequestId,
                 task_id: taskgate_core::TaskId,
             ) -> $crate::StoreResult<bool> {
+                self.hot_visible().await?;
                 let r = sqlx::query(
                     "UPDATE idempotency_keys SET task_id = $5 \
                      WHERE account_id = $1 AND mode = $2 AND idem_key = $3 AND owner = $4",

@@ -113,6 +113,7 @@ macro_rules! impl_requests {
                 since: taskgate_core::Timestamp,
                 bucket_ms: i64,
             ) -> $crate::StoreResult<Vec<$crate::usage::RequestBucket>> {
+                self.hot_visible().await?;
                 Ok(sqlx::query_as(
                     "SELECT key_id, (minute / $4) * $4 AS bucket, CAST(SUM(requests) AS BIGINT) AS requests, \
                      CAST(SUM(limited) AS BIGINT) AS limited FROM request_counts \
@@ -153,6 +154,7 @@ macro_rules! impl_requests {
                 since: taskgate_core::Timestamp,
                 limit: i64,
             ) -> $crate::StoreResult<Vec<i64>> {
+                self.hot_visible().await?;
                 let rows: Vec<(i64,)> = sqlx::query_as(
                     "SELECT completed_at - started_at FROM tasks \
                      WHERE account_id = $1 AND mode = $2 AND id >= $3 \

@@ -37,6 +37,8 @@ mod plans;
 mod tasks;
 #[path = "conformance/transitions.rs"]
 mod transitions;
+#[path = "conformance/untold.rs"]
+mod untold;
 #[path = "conformance/usage.rs"]
 mod usage;
 #[path = "conformance/users.rs"]
@@ -97,6 +99,12 @@ conformance! {
         reservations_hold_the_limit_and_are_settled,
         capped_inserts_and_claims_hold_the_cap,
         purge_removes_old_ended_tasks_only,
+    ],
+    untold: [
+        every_read_finds_it,
+        ends_with_every_event,
+        cancel_and_sweeper_find_it,
+        caps_count_it,
     ],
     transitions: [
         every_forbidden_transition_is_refused,
@@ -163,6 +171,14 @@ mod raw {
     async fn sqlite_the_wal_stays_bounded_under_steady_writes() {
         crate::harness::sqlite_with_url(
             crate::plans::sqlite_the_wal_stays_bounded_under_steady_writes,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_a_sync_calls_task_is_written_with_its_end() {
+        crate::harness::sqlite_with_url(
+            crate::plans::sqlite_a_sync_calls_task_is_written_with_its_end,
         )
         .await;
     }

@@ -8,7 +8,7 @@
 //! through their own pool (WAL lets readers run beside the writer).
 
 use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rusqlite::types::FromSql;
@@ -19,9 +19,11 @@ use taskgate_core::{AccountId, Mode, RunnerId, TaskEvent, TaskId, Timestamp, Tra
 use crate::sql::{Dialect, Param, Statements, impl_store};
 use crate::{StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord};
 
+mod held;
 mod readers;
 mod writer;
 
+use held::Held;
 use readers::Readers;
 use writer::{Writer, bind};
 
@@ -40,6 +42,8 @@ pub struct SqliteStore {
     tasks: Writer,
     /// The hot path's task reads.
     task_reads: Readers,
+    /// Sync calls' tasks not yet in the table (`held.rs`).
+    held: Arc<Held>,
 }
 
 impl SqliteStore {
@@ -71,13 +75,15 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options.clone().read_only(true))
             .await?;
-        let tasks = Writer::open(options.get_filename())?;
+        let held = Arc::new(Held::default());
+        let tasks = Writer::open(options.get_filename(), held.clone())?;
         let task_reads = Readers::new(options.get_filename());
         Ok(Self {
             write,
             read,
             tasks,
             task_reads,
+            held,
         })
     }
 
@@ -118,10 +124,23 @@ impl SqliteStore {
         self.tasks.run(move |conn| insert_row(conn, &t)).await
     }
 
-    /// Every commit here waits for the same thing (the WAL written, not
-    /// synced: `synchronous = NORMAL`).
+    /// Held back from the table until its end, or until something else
+    /// might look for it (`held.rs`).
     async fn hot_insert_task_unflushed(&self, t: &TaskRecord) -> StoreResult<()> {
-        self.hot_insert_task(t).await
+        self.held.hold(t.clone());
+        Ok(())
+    }
+
+    /// Every held task written, before a read or write that might look for
+    /// one.
+    async fn hot_visible(&self) -> StoreResult<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let held = self.held.clone();
+        self.tasks
+            .run(move |conn| held.write_all(conn, None).map(drop))
+            .await
     }
 
     async fn hot_settle_task(&self, id: TaskId) -> StoreResult<Option<TaskRecord>> {
@@ -135,13 +154,16 @@ impl SqliteStore {
         max_running: u32,
     ) -> StoreResult<bool> {
         let t = t.clone();
+        let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                if running_of(conn, t.account_id)? >= i64::from(max_running) {
-                    return Ok(false);
-                }
-                insert_row(conn, &t)?;
-                Ok(true)
+                after_held(conn, &held, || {
+                    if running_of(conn, t.account_id)? >= i64::from(max_running) {
+                        return Ok(false);
+                    }
+                    insert_row(conn, &t)?;
+                    Ok(true)
+                })
             })
             .await
     }
@@ -157,17 +179,20 @@ impl SqliteStore {
         event: TaskEvent,
         max_running: u32,
     ) -> StoreResult<crate::Claim> {
+        let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                if running_of(conn, account)? >= i64::from(max_running) {
-                    return Ok(crate::Claim::AtCap);
-                }
-                Ok(
-                    match claim_row(conn, id, &runner, now, lease_until, &event)? {
-                        Some(t) => crate::Claim::Claimed(Box::new(t)),
-                        None => crate::Claim::Gone,
-                    },
-                )
+                after_held(conn, &held, || {
+                    if running_of(conn, account)? >= i64::from(max_running) {
+                        return Ok(crate::Claim::AtCap);
+                    }
+                    Ok(
+                        match claim_row(conn, id, &runner, now, lease_until, &event)? {
+                            Some(t) => crate::Claim::Claimed(Box::new(t)),
+                            None => crate::Claim::Gone,
+                        },
+                    )
+                })
             })
             .await
     }
@@ -180,8 +205,13 @@ impl SqliteStore {
         lease_until: Timestamp,
         event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>> {
+        let held = self.held.clone();
         self.tasks
-            .run(move |conn| claim_row(conn, id, &runner, now, lease_until, &event))
+            .run(move |conn| {
+                after_held(conn, &held, || {
+                    claim_row(conn, id, &runner, now, lease_until, &event)
+                })
+            })
             .await
     }
 
@@ -192,50 +222,70 @@ impl SqliteStore {
         f: &TaskFinish,
     ) -> StoreResult<bool> {
         let f = f.clone();
+        let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(STATEMENTS.ending(transition))?;
-                bind(
-                    &mut stmt,
-                    &[
-                        &id,
-                        &transition.to(),
-                        &f.output,
-                        &f.error,
-                        &f.units,
-                        &f.input_tokens,
-                        &f.output_tokens,
-                        &f.cost_micros,
-                        &f.attempts,
-                        &f.completed_at,
-                        &f.event(),
-                    ],
-                )?;
-                let done: Option<(AccountId, i64, Timestamp)> = {
-                    let mut rows = stmt.raw_query();
-                    match rows.next()? {
-                        Some(r) => Some((column(r, 0)?, column(r, 1)?, column(r, 2)?)),
-                        None => None,
-                    }
-                };
-                let Some((account, reserved, created_at)) = done else {
-                    // Cancelled (or ended by the sweeper) meanwhile: drop the result.
-                    return Ok(false);
-                };
-                if reserved > 0 {
-                    release(conn, account, created_at, reserved)?;
+                // A held task is inserted here, in the commit of its end.
+                let mine = held.write_one(conn, id)?;
+                let ended = end_row(conn, id, transition, &f);
+                if ended.is_err() {
+                    held.restore(mine.into_iter().collect());
                 }
-                if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
-                    let mut spend = conn.prepare_cached(crate::sql::UPSERT_SPEND)?;
-                    let month = f.completed_at.month_key();
-                    bind(&mut spend, &[account, &month, &f.cost_micros])?;
-                    spend.raw_execute()?;
-                }
-                Ok(true)
+                ended
             })
             .await
     }
+}
 
+/// `id`'s end written (inside the open transaction); false if it was no
+/// longer running.
+fn end_row(
+    conn: &rusqlite::Connection,
+    id: TaskId,
+    transition: Transition,
+    f: &TaskFinish,
+) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(STATEMENTS.ending(transition))?;
+    bind(
+        &mut stmt,
+        &[
+            &id,
+            &transition.to(),
+            &f.output,
+            &f.error,
+            &f.units,
+            &f.input_tokens,
+            &f.output_tokens,
+            &f.cost_micros,
+            &f.attempts,
+            &f.completed_at,
+            &f.event(),
+        ],
+    )?;
+    let done: Option<(AccountId, i64, Timestamp)> = {
+        let mut rows = stmt.raw_query();
+        match rows.next()? {
+            Some(r) => Some((column(r, 0)?, column(r, 1)?, column(r, 2)?)),
+            None => None,
+        }
+    };
+    let Some((account, reserved, created_at)) = done else {
+        // Cancelled (or ended by the sweeper) meanwhile: drop the result.
+        return Ok(false);
+    };
+    if reserved > 0 {
+        release(conn, account, created_at, reserved)?;
+    }
+    if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
+        let mut spend = conn.prepare_cached(crate::sql::UPSERT_SPEND)?;
+        let month = f.completed_at.month_key();
+        bind(&mut spend, &[account, &month, &f.cost_micros])?;
+        spend.raw_execute()?;
+    }
+    Ok(true)
+}
+
+impl SqliteStore {
     async fn hot_cancel_task(
         &self,
         account_id: AccountId,
@@ -244,21 +294,40 @@ impl SqliteStore {
         now: Timestamp,
         event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>> {
+        let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(&STATEMENTS.cancel)?;
-                bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
-                let cancelled = {
-                    let mut rows = stmt.raw_query();
-                    rows.next()?.map(task_from_row).transpose()?
-                };
-                if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
-                    release(conn, t.account_id, t.created_at, t.reserved_micros)?;
-                }
-                Ok(cancelled)
+                after_held(conn, &held, || {
+                    let mut stmt = conn.prepare_cached(&STATEMENTS.cancel)?;
+                    bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
+                    let cancelled = {
+                        let mut rows = stmt.raw_query();
+                        rows.next()?.map(task_from_row).transpose()?
+                    };
+                    if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
+                        release(conn, t.account_id, t.created_at, t.reserved_micros)?;
+                    }
+                    Ok(cancelled)
+                })
             })
             .await
     }
+}
+
+/// `work` inside the open transaction, after every held task is written:
+/// what it reads or counts of tasks includes them. If `work` fails, the tasks
+/// are held again.
+fn after_held<T>(
+    conn: &rusqlite::Connection,
+    held: &Held,
+    work: impl FnOnce() -> StoreResult<T>,
+) -> StoreResult<T> {
+    let written = held.write_all(conn, None)?;
+    let result = work();
+    if result.is_err() {
+        held.restore(written);
+    }
+    result
 }
 
 impl SqliteStore {
@@ -268,6 +337,7 @@ impl SqliteStore {
         mode: Mode,
         id: TaskId,
     ) -> StoreResult<Option<TaskRecord>> {
+        self.hot_visible().await?;
         self.task_reads
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(crate::sql::GET_TASK)?;
@@ -280,6 +350,7 @@ impl SqliteStore {
 
     async fn hot_list_tasks(&self, q: &TaskQuery) -> StoreResult<Vec<TaskRecord>> {
         let (sql, params) = crate::sql::list_tasks_sql(q);
+        self.hot_visible().await?;
         self.task_reads
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql)?;

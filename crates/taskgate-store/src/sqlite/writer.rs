@@ -30,12 +30,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 use rusqlite::{Connection, Statement, ToSql};
 use tokio::sync::oneshot;
 
+use super::held::{HOLD_AT_MOST, Held};
 use crate::{StoreError, StoreResult};
 
 const MAX_BATCH: usize = 512;
@@ -132,7 +133,9 @@ const CHECKPOINT_SOON: Duration = Duration::from_millis(10);
 const RESTART_FRAMES: i64 = 4_096;
 
 impl Writer {
-    pub fn open(path: &Path) -> StoreResult<Self> {
+    /// `held`'s tasks are written by the checkpoint thread once held for
+    /// [`HOLD_AT_MOST`], and all of them when the writer is dropped.
+    pub fn open(path: &Path, held: Arc<Held>) -> StoreResult<Self> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.execute_batch(
@@ -155,7 +158,7 @@ impl Writer {
         let on_checkpoints = shared.clone();
         std::thread::Builder::new()
             .name("taskgate-sqlite-checkpoint".to_owned())
-            .spawn(move || checkpoint_loop(checkpointer, &on_checkpoints, stop))
+            .spawn(move || checkpoint_loop(checkpointer, &on_checkpoints, &held, stop))
             .map_err(|_| StoreError::WriterStopped)?;
         Ok(Self {
             shared,
@@ -271,11 +274,16 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
 /// what a checkpoint left is copied with the writer's connection held (a few
 /// ms: only the frames written during that checkpoint), and the next write
 /// starts the WAL over.
-fn checkpoint_loop(conn: Connection, shared: &Shared, stop: mpsc::Receiver<()>) {
+fn checkpoint_loop(conn: Connection, shared: &Shared, held: &Held, stop: mpsc::Receiver<()>) {
     let mut pause = CHECKPOINT_EVERY;
     // The WAL's frames at the last checkpoint: unchanged, nothing was written.
     let mut last = 0;
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
+        if let Some(before) = Instant::now().checked_sub(HOLD_AT_MOST)
+            && held.any_since(before)
+        {
+            write_held(shared, held, Some(before));
+        }
         let Some(mut frames) = checkpoint(&conn) else {
             pause = CHECKPOINT_EVERY;
             continue;
@@ -291,6 +299,34 @@ fn checkpoint_loop(conn: Connection, shared: &Shared, stop: mpsc::Receiver<()>) 
             CHECKPOINT_EVERY
         };
         last = frames;
+    }
+    write_held(shared, held, None);
+}
+
+/// Held tasks (those held since `before`, or all) written in a commit of
+/// their own; on failure they stay held (logged) for the next round.
+fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
+    if held.is_empty() {
+        return;
+    }
+    let conn = shared.lock();
+    let written = match conn.execute_batch("BEGIN IMMEDIATE") {
+        Ok(()) => held.write_all(&conn, before),
+        Err(e) => Err(e.into()),
+    };
+    let committed = written.and_then(|w| match conn.execute_batch("COMMIT") {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            held.restore(w);
+            Err(e.into())
+        }
+    });
+    if let Err(e) = committed {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        tracing::warn!(error = %e, "cannot write the tasks of running sync calls; trying again");
     }
 }
 

@@ -187,3 +187,77 @@ pub async fn sqlite_the_wal_stays_bounded_under_steady_writes(store: Arc<dyn Sto
         "the WAL grew to {largest} bytes for {written} bytes written: it never started over"
     );
 }
+
+/// The rows of `tasks` as another connection sees them.
+fn rows_in_table(path: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// SQLite: a sync call's task (told of only at its end) is held out of the
+/// table and inserted in the commit of its end, so a fast call costs one
+/// commit, not two. One that runs on is in the table within a moment of its
+/// start, and one still held when the store closes is written then.
+pub async fn sqlite_a_sync_calls_task_is_written_with_its_end(store: Arc<dyn Store>, url: String) {
+    let (path, wal) = sqlite_files(&url);
+    let account = new_account(&*store, "held").await.id;
+    let untold = || {
+        task_of(account, "live", "language")
+            .claimed(&runner("runner-1"), at(T0 + 1), at(T0 + 60_000))
+            .unwrap()
+    };
+    // One start and end: a single commit, so the WAL grows by the frames of
+    // one transaction (its last frame marks the commit).
+    let warm = untold();
+    store.insert_task_unflushed(&warm).await.unwrap();
+    store
+        .finish_task(warm.id, &finish("succeeded", 0, T0 + 2, None))
+        .await
+        .unwrap();
+    let fast = untold();
+    let wal_before = size(&wal);
+    store.insert_task_unflushed(&fast).await.unwrap();
+    assert_eq!(rows_in_table(&path), 1, "held, not in the table");
+    assert_eq!(size(&wal), wal_before, "nothing written at its start");
+    assert!(
+        store
+            .finish_task(fast.id, &finish("succeeded", 0, T0 + 2, None))
+            .await
+            .unwrap()
+    );
+    assert_eq!(rows_in_table(&path), 2, "written with its end");
+
+    // A call that runs on: in the table soon after its start, by itself.
+    let slow = untold();
+    store.insert_task_unflushed(&slow).await.unwrap();
+    let mut seen = 2;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        seen = rows_in_table(&path);
+        if seen == 3 {
+            break;
+        }
+    }
+    assert_eq!(seen, 3, "a task held on is written by itself");
+    assert!(
+        store
+            .finish_task(slow.id, &finish("failed", 0, T0 + 2, None))
+            .await
+            .unwrap()
+    );
+
+    // Still held when the store closes: written as it is.
+    let last = untold();
+    store.insert_task_unflushed(&last).await.unwrap();
+    drop(store);
+    let mut seen = 3;
+    for _ in 0..100 {
+        seen = rows_in_table(&path);
+        if seen == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, 4, "written when the store closed");
+}

@@ -1,0 +1,129 @@
+//! Tasks of sync calls held back from the table while they run, and written
+//! with their end in one commit.
+//!
+//! Why: a sync call tells of its task only at its end (the `200`), so no
+//! client can ask for the task before. Stored running and then ended, each
+//! such call made two commits that wrote the task's row and its indexes twice
+//! (18 WAL frames with the default indexes), the largest part of SQLite's
+//! share of a call at one connection (`bench/RESULTS.md`). Held until its end,
+//! the task is inserted in the commit of its end: one commit, and each page
+//! it touches written once.
+//!
+//! A held task gets into the table on its own, in a commit with whatever
+//! else is written then, when anything else might look for it:
+//! - any other read or write of tasks (a task or a page read, a cancel, a
+//!   claim, a cap's count of running tasks, leases, the sweeper, usage), which
+//!   writes every held task first;
+//! - [`HOLD_AT_MOST`] after it was held (the checkpoint thread's round), so a
+//!   long call shows as running in pages and the dashboard within that time.
+//!
+//! What holding gives up: a process that dies while such a call runs loses
+//! the task if it was still held (its client got no answer, and nothing was
+//! charged for it); otherwise the sweeper ends it as interrupted, as before.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rusqlite::Connection;
+use taskgate_core::TaskId;
+
+use crate::{StoreResult, TaskRecord};
+
+/// How long a task stays held at most before it is written as it is.
+pub const HOLD_AT_MOST: Duration = Duration::from_millis(100);
+
+#[derive(Default)]
+pub struct Held {
+    rows: Mutex<HashMap<TaskId, (Instant, TaskRecord)>>,
+    /// The number of rows, read without the lock on every task operation.
+    count: AtomicUsize,
+}
+
+impl Held {
+    pub fn hold(&self, task: TaskRecord) {
+        let mut rows = self.rows.lock();
+        rows.insert(task.id, (Instant::now(), task));
+        self.count.store(rows.len(), Ordering::Release);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+
+    /// Whether a task has been held since `before` or earlier.
+    pub fn any_since(&self, before: Instant) -> bool {
+        !self.is_empty() && self.rows.lock().values().any(|(at, _)| *at <= before)
+    }
+
+    /// Inside `conn`'s open transaction: `id`'s task inserted if it is held.
+    /// The task is returned, to be held again with [`Held::restore`] if the
+    /// job fails (a failed commit loses it, as any write it was in).
+    pub fn write_one(
+        &self,
+        conn: &Connection,
+        id: TaskId,
+    ) -> StoreResult<Option<(Instant, TaskRecord)>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let taken = {
+            let mut rows = self.rows.lock();
+            let taken = rows.remove(&id);
+            self.count.store(rows.len(), Ordering::Release);
+            taken
+        };
+        let Some((at, task)) = taken else {
+            return Ok(None);
+        };
+        if let Err(e) = super::insert_row(conn, &task) {
+            self.restore(vec![(at, task)]);
+            return Err(e);
+        }
+        Ok(Some((at, task)))
+    }
+
+    /// Inside `conn`'s open transaction: every held task inserted, or only
+    /// those held since `before` or earlier. What is written is returned, to
+    /// be held again with [`Held::restore`] if the job fails.
+    pub fn write_all(
+        &self,
+        conn: &Connection,
+        before: Option<Instant>,
+    ) -> StoreResult<Vec<(Instant, TaskRecord)>> {
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
+        let taken: Vec<(Instant, TaskRecord)> = {
+            let mut rows = self.rows.lock();
+            let ids: Vec<TaskId> = rows
+                .iter()
+                .filter(|(_, (at, _))| before.is_none_or(|b| *at <= b))
+                .map(|(id, _)| *id)
+                .collect();
+            let taken = ids.iter().filter_map(|id| rows.remove(id)).collect();
+            self.count.store(rows.len(), Ordering::Release);
+            taken
+        };
+        for (_, task) in &taken {
+            if let Err(e) = super::insert_row(conn, task) {
+                self.restore(taken);
+                return Err(e);
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Holds again tasks whose writing was not committed.
+    pub fn restore(&self, tasks: Vec<(Instant, TaskRecord)>) {
+        if tasks.is_empty() {
+            return;
+        }
+        let mut rows = self.rows.lock();
+        for (at, task) in tasks {
+            rows.entry(task.id).or_insert((at, task));
+        }
+        self.count.store(rows.len(), Ordering::Release);
+    }
+}
