@@ -556,7 +556,7 @@ macro_rules! impl_store {
                 &self,
                 id: taskgate_core::TaskId,
             ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                self.hot_visible().await?;
+                self.hot_visible_task(id).await?;
                 Ok(sqlx::query_as($crate::sql::GET_TASK_BY_ID)
                     .bind(id)
                     .fetch_optional(self.reader())

@@ -113,7 +113,6 @@ macro_rules! impl_requests {
                 since: taskgate_core::Timestamp,
                 bucket_ms: i64,
             ) -> $crate::StoreResult<Vec<$crate::usage::RequestBucket>> {
-                self.hot_visible().await?;
                 Ok(sqlx::query_as(
                     "SELECT key_id, (minute / $4) * $4 AS bucket, CAST(SUM(requests) AS BIGINT) AS requests, \
                      CAST(SUM(limited) AS BIGINT) AS limited FROM request_counts \
@@ -134,6 +133,7 @@ macro_rules! impl_requests {
                 mode: taskgate_core::Mode,
                 since: taskgate_core::Timestamp,
             ) -> $crate::StoreResult<Vec<$crate::usage::TaskCount>> {
+                self.hot_visible().await?;
                 Ok(sqlx::query_as(
                     "SELECT api, status, key_id, CAST(COUNT(*) AS BIGINT) AS tasks, \
                      CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros FROM tasks \

@@ -105,6 +105,7 @@ conformance! {
         ends_with_every_event,
         cancel_and_sweeper_find_it,
         caps_count_it,
+        usage_counts_it,
     ],
     transitions: [
         every_forbidden_transition_is_refused,

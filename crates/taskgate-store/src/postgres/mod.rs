@@ -153,6 +153,10 @@ impl PgStore {
         Ok(())
     }
 
+    async fn hot_visible_task(&self, _id: taskgate_core::TaskId) -> StoreResult<()> {
+        Ok(())
+    }
+
     async fn insert_uncapped(&self, t: &crate::TaskRecord, flush: bool) -> StoreResult<()> {
         let work = Work::Insert {
             task: Box::new(t.clone()),

@@ -11,9 +11,11 @@
 //!
 //! A held task gets into the table on its own, in a commit with whatever
 //! else is written then, when anything else might look for it:
-//! - any other read or write of tasks (a task or a page read, a cancel, a
-//!   claim, a cap's count of running tasks, leases, the sweeper, usage), which
-//!   writes every held task first;
+//! - any other write of tasks (a cancel, a claim, a cap's count of running
+//!   tasks, leases, the sweeper) and the usage reports, which write every held
+//!   task first; a read of one task writes it if it is held, and a page
+//!   writes the held tasks if one is of its account and mode, so reads do not
+//!   wait for writes they do not need;
 //! - [`HOLD_AT_MOST`] after it was held (the checkpoint thread's round), so a
 //!   long call shows as running in pages and the dashboard within that time.
 //!
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rusqlite::Connection;
-use taskgate_core::TaskId;
+use taskgate_core::{AccountId, Mode, TaskId};
 
 use crate::{StoreResult, TaskRecord};
 
@@ -50,6 +52,21 @@ impl Held {
 
     pub fn is_empty(&self) -> bool {
         self.count.load(Ordering::Acquire) == 0
+    }
+
+    /// Whether `id` is held.
+    pub fn holds(&self, id: TaskId) -> bool {
+        !self.is_empty() && self.rows.lock().contains_key(&id)
+    }
+
+    /// Whether a task of `account` in `mode` is held.
+    pub fn holds_any_of(&self, account: AccountId, mode: Mode) -> bool {
+        !self.is_empty()
+            && self
+                .rows
+                .lock()
+                .values()
+                .any(|(_, t)| t.account_id == account && t.mode == mode)
     }
 
     /// Whether a task has been held since `before` or earlier.

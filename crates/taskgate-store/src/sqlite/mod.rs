@@ -137,6 +137,18 @@ impl SqliteStore {
         if self.held.is_empty() {
             return Ok(());
         }
+        self.write_held().await
+    }
+
+    /// Task `id` written if it is held, before it is read.
+    async fn hot_visible_task(&self, id: TaskId) -> StoreResult<()> {
+        if !self.held.holds(id) {
+            return Ok(());
+        }
+        self.write_held().await
+    }
+
+    async fn write_held(&self) -> StoreResult<()> {
         let held = self.held.clone();
         self.tasks
             .run(move |conn| held.write_all(conn, None).map(drop))
@@ -337,7 +349,7 @@ impl SqliteStore {
         mode: Mode,
         id: TaskId,
     ) -> StoreResult<Option<TaskRecord>> {
-        self.hot_visible().await?;
+        self.hot_visible_task(id).await?;
         self.task_reads
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(crate::sql::GET_TASK)?;
@@ -350,7 +362,9 @@ impl SqliteStore {
 
     async fn hot_list_tasks(&self, q: &TaskQuery) -> StoreResult<Vec<TaskRecord>> {
         let (sql, params) = crate::sql::list_tasks_sql(q);
-        self.hot_visible().await?;
+        if self.held.holds_any_of(q.account_id, q.mode) {
+            self.write_held().await?;
+        }
         self.task_reads
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql)?;

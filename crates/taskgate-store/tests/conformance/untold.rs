@@ -117,3 +117,16 @@ pub async fn caps_count_it(store: Arc<dyn Store>) {
         .unwrap();
     assert!(matches!(claim, Claim::AtCap), "claims too");
 }
+
+pub async fn usage_counts_it(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let t = untold(acme.id);
+    store.insert_task_unflushed(&t).await.unwrap();
+    let counts = store
+        .task_counts(acme.id, t.mode, at(T0 - MINUTE))
+        .await
+        .unwrap();
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!(counts[0].status, TaskStatus::Running);
+    assert_eq!(counts[0].tasks, 1);
+}
