@@ -599,7 +599,6 @@ macro_rules! impl_store {
                 created_before: taskgate_core::Timestamp,
                 limit: i64,
             ) -> $crate::StoreResult<u64> {
-                self.hot_visible().await?;
                 let r = sqlx::query($crate::sql::PURGE_TASKS)
                     .bind(taskgate_core::TaskId::floor(created_before))
                     .bind(limit)

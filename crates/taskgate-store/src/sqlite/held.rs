@@ -11,9 +11,10 @@
 //!
 //! A held task gets into the table on its own, in a commit with whatever
 //! else is written then, when anything else might look for it:
-//! - any other write of tasks (a cancel, a claim, a cap's count of running
-//!   tasks, leases, the sweeper) and the usage reports, which write every held
-//!   task first; a read of one task writes it if it is held, and a page
+//! - any other write of tasks that might find a running one (a cancel, a
+//!   cap's count of running tasks, leases, the sweeper) and the usage reports,
+//!   which write every held task first (a claim takes a queued task, never a
+//!   held one); a read of one task writes it if it is held, and a page
 //!   writes the held tasks if one is of its account and mode, so reads do not
 //!   wait for writes they do not need;
 //! - [`HOLD_AT_MOST`] after it was held (the checkpoint thread's round), so a
@@ -44,10 +45,19 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn hold(&self, task: TaskRecord) {
+    /// `change` applied to the rows, with their count kept.
+    fn with_rows<R>(
+        &self,
+        change: impl FnOnce(&mut HashMap<TaskId, (Instant, TaskRecord)>) -> R,
+    ) -> R {
         let mut rows = self.rows.lock();
-        rows.insert(task.id, (Instant::now(), task));
+        let out = change(&mut rows);
         self.count.store(rows.len(), Ordering::Release);
+        out
+    }
+
+    pub fn hold(&self, task: TaskRecord) {
+        self.with_rows(|rows| rows.insert(task.id, (Instant::now(), task)));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -75,35 +85,22 @@ impl Held {
     }
 
     /// Inside `conn`'s open transaction: `id`'s task inserted if it is held.
-    /// The task is returned, to be held again with [`Held::restore`] if the
-    /// job fails (a failed commit loses it, as any write it was in).
+    /// What is written is returned, to be held again with [`Held::restore`]
+    /// if the job fails (a failed commit loses it, as any write it was in).
     pub fn write_one(
         &self,
         conn: &Connection,
         id: TaskId,
-    ) -> StoreResult<Option<(Instant, TaskRecord)>> {
+    ) -> StoreResult<Vec<(Instant, TaskRecord)>> {
         if self.is_empty() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        let taken = {
-            let mut rows = self.rows.lock();
-            let taken = rows.remove(&id);
-            self.count.store(rows.len(), Ordering::Release);
-            taken
-        };
-        let Some((at, task)) = taken else {
-            return Ok(None);
-        };
-        if let Err(e) = super::insert_row(conn, &task) {
-            self.restore(vec![(at, task)]);
-            return Err(e);
-        }
-        Ok(Some((at, task)))
+        let taken = self.with_rows(|rows| rows.remove(&id));
+        self.insert(conn, taken.into_iter().collect())
     }
 
     /// Inside `conn`'s open transaction: every held task inserted, or only
-    /// those held since `before` or earlier. What is written is returned, to
-    /// be held again with [`Held::restore`] if the job fails.
+    /// those held since `before` or earlier. Returned as [`Held::write_one`]'s.
     pub fn write_all(
         &self,
         conn: &Connection,
@@ -112,17 +109,23 @@ impl Held {
         if self.is_empty() {
             return Ok(Vec::new());
         }
-        let taken: Vec<(Instant, TaskRecord)> = {
-            let mut rows = self.rows.lock();
+        let taken = self.with_rows(|rows| {
             let ids: Vec<TaskId> = rows
                 .iter()
                 .filter(|(_, (at, _))| before.is_none_or(|b| *at <= b))
                 .map(|(id, _)| *id)
                 .collect();
-            let taken = ids.iter().filter_map(|id| rows.remove(id)).collect();
-            self.count.store(rows.len(), Ordering::Release);
-            taken
-        };
+            ids.iter().filter_map(|id| rows.remove(id)).collect()
+        });
+        self.insert(conn, taken)
+    }
+
+    /// `taken` inserted; held again if one fails.
+    fn insert(
+        &self,
+        conn: &Connection,
+        taken: Vec<(Instant, TaskRecord)>,
+    ) -> StoreResult<Vec<(Instant, TaskRecord)>> {
         for (_, task) in &taken {
             if let Err(e) = super::insert_row(conn, task) {
                 self.restore(taken);
@@ -137,10 +140,10 @@ impl Held {
         if tasks.is_empty() {
             return;
         }
-        let mut rows = self.rows.lock();
-        for (at, task) in tasks {
-            rows.entry(task.id).or_insert((at, task));
-        }
-        self.count.store(rows.len(), Ordering::Release);
+        self.with_rows(|rows| {
+            for (at, task) in tasks {
+                rows.entry(task.id).or_insert((at, task));
+            }
+        });
     }
 }

@@ -169,7 +169,7 @@ impl SqliteStore {
         let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                after_held(conn, &held, || {
+                after_held(conn, &held, None, || {
                     if running_of(conn, t.account_id)? >= i64::from(max_running) {
                         return Ok(false);
                     }
@@ -194,7 +194,7 @@ impl SqliteStore {
         let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                after_held(conn, &held, || {
+                after_held(conn, &held, None, || {
                     if running_of(conn, account)? >= i64::from(max_running) {
                         return Ok(crate::Claim::AtCap);
                     }
@@ -217,13 +217,8 @@ impl SqliteStore {
         lease_until: Timestamp,
         event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>> {
-        let held = self.held.clone();
         self.tasks
-            .run(move |conn| {
-                after_held(conn, &held, || {
-                    claim_row(conn, id, &runner, now, lease_until, &event)
-                })
-            })
+            .run(move |conn| claim_row(conn, id, &runner, now, lease_until, &event))
             .await
     }
 
@@ -238,12 +233,7 @@ impl SqliteStore {
         self.tasks
             .run(move |conn| {
                 // A held task is inserted here, in the commit of its end.
-                let mine = held.write_one(conn, id)?;
-                let ended = end_row(conn, id, transition, &f);
-                if ended.is_err() {
-                    held.restore(mine.into_iter().collect());
-                }
-                ended
+                after_held(conn, &held, Some(id), || end_row(conn, id, transition, &f))
             })
             .await
     }
@@ -309,7 +299,7 @@ impl SqliteStore {
         let held = self.held.clone();
         self.tasks
             .run(move |conn| {
-                after_held(conn, &held, || {
+                after_held(conn, &held, None, || {
                     let mut stmt = conn.prepare_cached(&STATEMENTS.cancel)?;
                     bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
                     let cancelled = {
@@ -326,15 +316,19 @@ impl SqliteStore {
     }
 }
 
-/// `work` inside the open transaction, after every held task is written:
-/// what it reads or counts of tasks includes them. If `work` fails, the tasks
-/// are held again.
+/// `work` inside the open transaction, after the held task `only` (or every
+/// held task) is written: what it reads or counts of tasks includes them. If
+/// `work` fails, they are held again.
 fn after_held<T>(
     conn: &rusqlite::Connection,
     held: &Held,
+    only: Option<TaskId>,
     work: impl FnOnce() -> StoreResult<T>,
 ) -> StoreResult<T> {
-    let written = held.write_all(conn, None)?;
+    let written = match only {
+        Some(id) => held.write_one(conn, id)?,
+        None => held.write_all(conn, None)?,
+    };
     let result = work();
     if result.is_err() {
         held.restore(written);

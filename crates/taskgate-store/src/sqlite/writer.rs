@@ -220,15 +220,24 @@ impl Writer {
             }
             (Err(_), _) => return Err(work),
         }
-        let result = work(&conn).and_then(|v| {
-            conn.execute_batch("COMMIT")?;
-            Ok(v)
-        });
-        if result.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        Ok(result)
+        Ok(commit(&conn, work))
     }
+}
+
+/// `work` run in the open transaction, then committed; rolled back if either
+/// fails.
+fn commit<T>(
+    conn: &Connection,
+    work: impl FnOnce(&Connection) -> StoreResult<T>,
+) -> StoreResult<T> {
+    let result = work(conn).and_then(|v| {
+        conn.execute_batch("COMMIT")?;
+        Ok(v)
+    });
+    if result.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    result
 }
 
 fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
@@ -304,28 +313,17 @@ fn checkpoint_loop(conn: Connection, shared: &Shared, held: &Held, stop: mpsc::R
 }
 
 /// Held tasks (those held since `before`, or all) written in a commit of
-/// their own; on failure they stay held (logged) for the next round.
+/// their own; if a statement fails they stay held (logged) for the next round.
 fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
     if held.is_empty() {
         return;
     }
     let conn = shared.lock();
-    let written = match conn.execute_batch("BEGIN IMMEDIATE") {
-        Ok(()) => held.write_all(&conn, before),
-        Err(e) => Err(e.into()),
-    };
-    let committed = written.and_then(|w| match conn.execute_batch("COMMIT") {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            held.restore(w);
-            Err(e.into())
-        }
-    });
-    if let Err(e) = committed {
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
+    let written = conn
+        .execute_batch("BEGIN IMMEDIATE")
+        .map_err(StoreError::from)
+        .and_then(|()| commit(&conn, |conn| held.write_all(conn, before)));
+    if let Err(e) = written {
         tracing::warn!(error = %e, "cannot write the tasks of running sync calls; trying again");
     }
 }

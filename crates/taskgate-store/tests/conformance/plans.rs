@@ -195,6 +195,19 @@ fn rows_in_table(path: &Path) -> i64 {
         .unwrap()
 }
 
+/// The rows of `tasks` once they are `want`, or after 5 s.
+async fn rows_within_5s(path: &Path, want: i64) -> i64 {
+    let mut seen = rows_in_table(path);
+    for _ in 0..100 {
+        if seen == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        seen = rows_in_table(path);
+    }
+    seen
+}
+
 /// SQLite: a sync call's task (told of only at its end) is held out of the
 /// table and inserted in the commit of its end, so a fast call costs one
 /// commit, not two. One that runs on is in the table within a moment of its
@@ -231,15 +244,11 @@ pub async fn sqlite_a_sync_calls_task_is_written_with_its_end(store: Arc<dyn Sto
     // A call that runs on: in the table soon after its start, by itself.
     let slow = untold();
     store.insert_task_unflushed(&slow).await.unwrap();
-    let mut seen = 2;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        seen = rows_in_table(&path);
-        if seen == 3 {
-            break;
-        }
-    }
-    assert_eq!(seen, 3, "a task held on is written by itself");
+    assert_eq!(
+        rows_within_5s(&path, 3).await,
+        3,
+        "a task held on is written by itself"
+    );
     assert!(
         store
             .finish_task(slow.id, &finish("failed", 0, T0 + 2, None))
@@ -251,13 +260,9 @@ pub async fn sqlite_a_sync_calls_task_is_written_with_its_end(store: Arc<dyn Sto
     let last = untold();
     store.insert_task_unflushed(&last).await.unwrap();
     drop(store);
-    let mut seen = 3;
-    for _ in 0..100 {
-        seen = rows_in_table(&path);
-        if seen == 4 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(seen, 4, "written when the store closed");
+    assert_eq!(
+        rows_within_5s(&path, 4).await,
+        4,
+        "written when the store closed"
+    );
 }
