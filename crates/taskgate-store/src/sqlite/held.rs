@@ -6,8 +6,9 @@
 //! such call made two commits that wrote the task's row and its indexes twice
 //! (18 WAL frames with the default indexes), the largest part of SQLite's
 //! share of a call at one connection (`bench/RESULTS.md`). Held until its end,
-//! the task is inserted in the commit of its end: one commit, and each page
-//! it touches written once.
+//! the task is inserted as it ends, in the commit of its end: one commit, one
+//! statement, and neither its row nor the indexes of unfinished tasks written
+//! twice.
 //!
 //! A held task gets into the table on its own, in a commit with whatever
 //! else is written then, when anything else might look for it:
@@ -69,6 +70,15 @@ impl Held {
         !self.is_empty() && self.rows.lock().contains_key(&id)
     }
 
+    /// `id`'s task taken out, if it is held: the caller writes it, or holds
+    /// it again with [`Held::restore`].
+    pub fn take(&self, id: TaskId) -> Option<(Instant, TaskRecord)> {
+        if self.is_empty() {
+            return None;
+        }
+        self.with_rows(|rows| rows.remove(&id))
+    }
+
     /// Whether a task of `account` in `mode` is held.
     pub fn holds_any_of(&self, account: AccountId, mode: Mode) -> bool {
         !self.is_empty()
@@ -92,10 +102,7 @@ impl Held {
         conn: &Connection,
         id: TaskId,
     ) -> StoreResult<Vec<(Instant, TaskRecord)>> {
-        if self.is_empty() {
-            return Ok(Vec::new());
-        }
-        let taken = self.with_rows(|rows| rows.remove(&id));
+        let taken = self.take(id);
         self.insert(conn, taken.into_iter().collect())
     }
 
