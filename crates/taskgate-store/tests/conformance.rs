@@ -184,6 +184,11 @@ mod raw {
         .await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_at_most_64_tasks_are_held() {
+        crate::harness::sqlite_with_url(crate::plans::sqlite_at_most_64_tasks_are_held).await;
+    }
+
     /// On one thread: a write that waited for SQLite's lock there would stop
     /// everything else.
     #[tokio::test(flavor = "current_thread")]

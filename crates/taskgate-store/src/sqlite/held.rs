@@ -38,6 +38,14 @@ use crate::{StoreResult, TaskRecord};
 /// How long a task stays held at most before it is written as it is.
 pub const HOLD_AT_MOST: Duration = Duration::from_millis(100);
 
+/// How many tasks are held at most. With more calls in flight, the writer
+/// thread's batches share each commit among many calls already, and holding
+/// more only moves their inserts into the bulk writes of held tasks: with
+/// 1,000 calls in flight, most outlived [`HOLD_AT_MOST`] and were written
+/// running by the checkpoint thread anyway, with fewer calls/s and a longer
+/// tail than inserting them at once (`bench/RESULTS.md`).
+pub const HOLD_AT_MOST_TASKS: usize = 64;
+
 #[derive(Default)]
 pub struct Held {
     rows: Mutex<HashMap<TaskId, (Instant, TaskRecord)>>,
@@ -57,8 +65,14 @@ impl Held {
         out
     }
 
-    pub fn hold(&self, task: TaskRecord) {
+    /// Holds `task`, unless [`HOLD_AT_MOST_TASKS`] are held already: then
+    /// gives it back, to be inserted at once.
+    pub fn try_hold(&self, task: TaskRecord) -> Result<(), TaskRecord> {
+        if self.count.load(Ordering::Acquire) >= HOLD_AT_MOST_TASKS {
+            return Err(task);
+        }
         self.with_rows(|rows| rows.insert(task.id, (Instant::now(), task)));
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {

@@ -127,8 +127,10 @@ impl SqliteStore {
     /// Held back from the table until its end, or until something else
     /// might look for it (`held.rs`).
     async fn hot_insert_task_unflushed(&self, t: &TaskRecord) -> StoreResult<()> {
-        self.held.hold(t.clone());
-        Ok(())
+        match self.held.try_hold(t.clone()) {
+            Ok(()) => Ok(()),
+            Err(t) => self.tasks.run(move |conn| insert_row(conn, &t)).await,
+        }
     }
 
     /// Every held task written, before a read or write that might look for

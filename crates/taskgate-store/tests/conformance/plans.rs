@@ -266,3 +266,62 @@ pub async fn sqlite_a_sync_calls_task_is_written_with_its_end(store: Arc<dyn Sto
         "written when the store closed"
     );
 }
+
+/// SQLite: at most 64 tasks are held (`held.rs`, `HOLD_AT_MOST_TASKS`); past
+/// that, a sync call's task is inserted at once, as any other. Holding is
+/// in memory and takes microseconds, so the 64 are still held when the 65th
+/// comes (none is 0.1 s old); a round where the thread was kept off the CPU
+/// that long is started over.
+pub async fn sqlite_at_most_64_tasks_are_held(store: Arc<dyn Store>, url: String) {
+    let (path, _) = sqlite_files(&url);
+    let account = new_account(&*store, "many held").await.id;
+    let in_table = |id: taskgate_core::TaskId| -> i64 {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.query_row(
+            "SELECT COUNT(*) FROM tasks WHERE id = ?1 AND status = 'running'",
+            [id.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    for round in 0.. {
+        assert!(round < 5, "never held 64 tasks within 0.1 s");
+        let started = std::time::Instant::now();
+        let tasks: Vec<_> = (0..65)
+            .map(|_| {
+                task_of(account, "live", "language")
+                    .claimed(&runner("runner-1"), at(T0 + 1), at(T0 + 60_000))
+                    .unwrap()
+            })
+            .collect();
+        for t in &tasks {
+            store.insert_task_unflushed(t).await.unwrap();
+        }
+        let (first, last) = (in_table(tasks[0].id), in_table(tasks[64].id));
+        let quick = started.elapsed() < Duration::from_millis(90);
+        for t in &tasks {
+            assert!(
+                store
+                    .finish_task(t.id, &finish("succeeded", 0, T0 + 2, None))
+                    .await
+                    .unwrap(),
+                "every task ends, held or not"
+            );
+        }
+        if quick {
+            assert_eq!(first, 0, "the first is held");
+            assert_eq!(last, 1, "the 65th is in the table, running, at once");
+            break;
+        }
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let (all, ended): (i64, i64) = conn
+        .query_row(
+            "SELECT COUNT(*), SUM(status = 'succeeded') FROM tasks WHERE account_id = ?1",
+            [account.to_string()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(all, ended, "every task in the table has ended");
+    assert_eq!(all % 65, 0, "65 tasks a round, each once");
+}
