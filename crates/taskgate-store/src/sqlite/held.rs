@@ -65,14 +65,14 @@ impl Held {
         out
     }
 
-    /// Holds `task`, unless [`HOLD_AT_MOST_TASKS`] are held already: then
-    /// gives it back, to be inserted at once.
-    pub fn try_hold(&self, task: TaskRecord) -> Result<(), TaskRecord> {
+    /// Holds `task`, unless [`HOLD_AT_MOST_TASKS`] are held already: false
+    /// then, and the caller inserts it at once.
+    pub fn try_hold(&self, task: &TaskRecord) -> bool {
         if self.count.load(Ordering::Acquire) >= HOLD_AT_MOST_TASKS {
-            return Err(task);
+            return false;
         }
-        self.with_rows(|rows| rows.insert(task.id, (Instant::now(), task)));
-        Ok(())
+        self.with_rows(|rows| rows.insert(task.id, (Instant::now(), task.clone())));
+        true
     }
 
     pub fn is_empty(&self) -> bool {

@@ -127,10 +127,10 @@ impl SqliteStore {
     /// Held back from the table until its end, or until something else
     /// might look for it (`held.rs`).
     async fn hot_insert_task_unflushed(&self, t: &TaskRecord) -> StoreResult<()> {
-        match self.held.try_hold(t.clone()) {
-            Ok(()) => Ok(()),
-            Err(t) => self.tasks.run(move |conn| insert_row(conn, &t)).await,
+        if self.held.try_hold(t) {
+            return Ok(());
         }
+        self.hot_insert_task(t).await
     }
 
     /// Every held task written, before a read or write that might look for
