@@ -14,6 +14,12 @@ use clap::Parser;
 /// third of the throughput (bench/RESULTS.md). The settings are compiled in
 /// (`.cargo/config.toml`): one arena per CPU, pages unused for 200 ms given
 /// back by a background thread.
+///
+/// It is built unprefixed, so it is also the `malloc` of the C code linked
+/// in: SQLite's page caches and statements. With glibc's malloc left to
+/// SQLite, each thread that committed or read (the runtime's workers, the
+/// writer, the blocking pool's readers) got an arena of its own, 13 MB in
+/// seven arenas after a run at 64 connections (bench/RESULTS.md).
 #[cfg(unix)]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -1505,14 +1505,15 @@ async fn kill_9_of_an_instance_loses_no_running_task() {
 
 /// The binary allocates with jemalloc, built with the settings of
 /// `.cargo/config.toml` (one arena per CPU, unused pages given back by a
-/// background thread after 200 ms): jemalloc prints its options at exit when
-/// asked to.
+/// background thread after 200 ms), unprefixed (it reads `MALLOC_CONF`,
+/// as the C library's `malloc` it replaces would): jemalloc prints its
+/// options at exit when asked to.
 #[cfg(unix)]
 #[test]
 fn the_binary_allocates_with_the_configured_jemalloc() {
     let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
         .arg("--version")
-        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .env("MALLOC_CONF", "stats_print:true")
         .output()
         .unwrap();
     assert!(out.status.success());
