@@ -178,8 +178,13 @@ impl Executor {
     /// A task of `account` that counted as running has ended: its account
     /// and a worker are free for the next.
     fn ended(&self, account: AccountId) {
-        self.fair.done(account);
-        self.wake.notify_one();
+        // The dispatcher is woken only if a task waits for it: at each end
+        // it was a wake-up of another task, often of the other worker too,
+        // for nothing (bench/RESULTS.md). A task queued after this looks
+        // wakes it itself (`submit`).
+        if self.fair.done(account) {
+            self.wake.notify_one();
+        }
     }
 
     /// A receiver for the task's final state. Register before submitting.
@@ -416,10 +421,18 @@ impl Executor {
     ) -> StoreResult<TaskRecord> {
         self.fair
             .set_cap(task.account_id, max_running.map(|n| n as usize));
-        // In a task of its own: if the caller goes away (a client hanging up
-        // drops its handler), a task already stored must still get run.
+        // If the caller goes away (a client hanging up drops its handler), a
+        // task already stored must still get run: what is not done in one go
+        // here goes on in a task of its own. Most often it is done in one go
+        // (a sync call's task held by SQLite until its end): then neither a
+        // task of its own nor the wake-up of this one at its end is paid for
+        // (bench/RESULTS.md).
         let me = self.clone();
-        tokio::spawn(async move { me.store_and_start(task, told).await })
+        let mut storing = Box::pin(async move { me.store_and_start(task, told).await });
+        if let Some(stored) = (&mut storing).now_or_never() {
+            return stored;
+        }
+        tokio::spawn(storing)
             .await
             .unwrap_or(Err(taskgate_store::StoreError::WriterStopped))
     }

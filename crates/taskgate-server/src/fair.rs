@@ -163,7 +163,8 @@ impl Fair {
     }
 
     /// A task of `account` counted as running has ended (or never started).
-    pub fn done(&self, account: AccountId) {
+    /// Whether any task is queued (one may start now).
+    pub fn done(&self, account: AccountId) -> bool {
         let mut s = self.state.lock();
         if let Some(n) = s.running.get_mut(&account) {
             *n = n.saturating_sub(1);
@@ -171,6 +172,7 @@ impl Fair {
                 s.running.remove(&account);
             }
         }
+        !s.queued.is_empty()
     }
 
     /// Tasks of `account` counted as running.
