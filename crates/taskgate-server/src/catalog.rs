@@ -154,9 +154,16 @@ pub struct Catalog {
     /// Sorted by slug.
     entries: Vec<Arc<ApiEntry>>,
     by_slug: HashMap<String, Arc<ApiEntry>>,
+    /// The largest `max_input_bytes` of the entries.
+    largest_input: u64,
 }
 
 impl Catalog {
+    /// The largest input any API of the catalog accepts, in bytes.
+    pub fn largest_input_bytes(&self) -> u64 {
+        self.largest_input
+    }
+
     /// The whole catalog of a configuration: the built-in APIs, the upstream
     /// APIs it declares, and the default APIs of providers configured by the
     /// environment (`OPENAI_API_KEY`, …). Credentials are read through `env`.
@@ -213,7 +220,16 @@ impl Catalog {
             }
         }
         entries.sort_by(|a, b| a.spec.slug.cmp(&b.spec.slug));
-        Ok(Self { entries, by_slug })
+        let largest_input = entries
+            .iter()
+            .map(|e| e.spec.max_input_bytes)
+            .max()
+            .unwrap_or(0);
+        Ok(Self {
+            entries,
+            by_slug,
+            largest_input,
+        })
     }
 
     pub fn get(&self, slug: &str) -> Option<&Arc<ApiEntry>> {

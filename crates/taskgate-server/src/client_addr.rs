@@ -1,45 +1,91 @@
-//! The client's address, for the failed-authentication limit.
+//! What a request's proxies say: the client's address (for the limits on
+//! failed authentication and sign-in), the host the browser asked for and
+//! whether it came over HTTPS (for the dashboard).
 //!
 //! Behind a reverse proxy every request comes from the proxy. With
 //! `trusted_proxies` set, a request whose peer is one of them is attributed
-//! to the address its proxies name: `Forwarded` (RFC 7239) `for=` values, or
-//! else `X-Forwarded-For`, read right to left, skipping trusted hops; the
-//! first untrusted hop is the client. Proxies append, so everything left of
-//! that hop came from the client and is ignored. Without the setting, or
-//! from an untrusted peer, the headers are ignored: a client cannot dodge
-//! the limit by sending them.
+//! to the address its proxies name in ONE header, the one
+//! `client_ip_header` names (`X-Forwarded-For` by default, or `Forwarded`
+//! of RFC 7239), read right to left, skipping trusted hops; the first
+//! untrusted hop is the client. Proxies append, so everything left of that
+//! hop came from the client and is ignored. The other header is never read:
+//! a proxy that sets one passes the other through as the client sent it
+//! (nginx passes `Forwarded`), and preferring it would let a client pick
+//! its own address. Without the setting, or from an untrusted peer, every
+//! forwarding header is ignored: a client cannot dodge a limit, spoof the
+//! origin check or the cookie's `Secure` by sending them.
 
 use std::net::IpAddr;
 
 use axum::http::HeaderMap;
+use serde::{Deserialize, Serialize};
 use taskgate_providers::upstream::fetch::Cidr;
 
 /// Hops read at most, whatever the headers hold.
 const MAX_HOPS: usize = 32;
 
+/// The header whose hops name the client (`client_ip_header`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientIpHeader {
+    #[default]
+    #[serde(rename = "x-forwarded-for")]
+    XForwardedFor,
+    #[serde(rename = "forwarded")]
+    Forwarded,
+}
+
 #[derive(Debug, Clone, Default)]
-pub struct TrustedProxies(Vec<Cidr>);
+pub struct TrustedProxies {
+    blocks: Vec<Cidr>,
+    header: ClientIpHeader,
+}
 
 impl TrustedProxies {
-    /// From the `trusted_proxies` setting: addresses or CIDR blocks.
-    pub fn parse(list: &[String]) -> Result<Self, String> {
+    /// From the `trusted_proxies` setting (addresses or CIDR blocks) and
+    /// the header they name the client in.
+    pub fn parse(list: &[String], header: ClientIpHeader) -> Result<Self, String> {
         list.iter()
             .map(|s| Cidr::parse(s).map_err(|e| format!("config: trusted_proxies: {e}")))
             .collect::<Result<Vec<_>, _>>()
-            .map(Self)
+            .map(|blocks| Self { blocks, header })
     }
 
     fn trusts(&self, ip: IpAddr) -> bool {
-        self.0.iter().any(|c| c.contains(ip))
+        self.blocks.iter().any(|c| c.contains(ip))
+    }
+
+    /// Whether a request from `peer` came through one of our proxies, so
+    /// that its forwarding headers are believed.
+    pub fn is_trusted(&self, peer: Option<IpAddr>) -> bool {
+        peer.is_some_and(|p| self.trusts(p))
+    }
+
+    /// `X-Forwarded-Host` of a request from a trusted proxy; `None` from
+    /// any other peer.
+    pub fn forwarded_host<'h>(&self, peer: Option<IpAddr>, headers: &'h HeaderMap) -> Option<&'h str> {
+        if !self.is_trusted(peer) {
+            return None;
+        }
+        headers.get("x-forwarded-host").and_then(|h| h.to_str().ok())
+    }
+
+    /// Whether a trusted proxy says the request came over HTTPS
+    /// (`X-Forwarded-Proto: https`).
+    pub fn forwarded_https(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> bool {
+        self.is_trusted(peer)
+            && headers
+                .get("x-forwarded-proto")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
     }
 
     /// The client's address for a request from `peer`.
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        if self.0.is_empty() || !self.trusts(peer) {
+        if !self.trusts(peer) {
             return peer;
         }
         let mut nearest = peer;
-        for hop in hops(headers) {
+        for hop in hops(self.header, headers) {
             match hop {
                 // A hop that names no address was not written by a proxy
                 // of ours: the last trusted hop answers for it.
@@ -54,15 +100,12 @@ impl TrustedProxies {
 
 /// The forwarded hops, nearest first (right to left), at most [`MAX_HOPS`];
 /// `None` for a hop that is not an address (`unknown`, an obfuscated name).
-fn hops(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
-    let forwarded: Vec<&str> = headers
-        .get_all("forwarded")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let values: Vec<Option<IpAddr>> = if !forwarded.is_empty() {
-        forwarded
+fn hops(header: ClientIpHeader, headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    let values: Vec<Option<IpAddr>> = match header {
+        ClientIpHeader::Forwarded => headers
+            .get_all("forwarded")
             .iter()
+            .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .filter_map(|element| {
                 element.split(';').find_map(|pair| {
@@ -70,15 +113,14 @@ fn hops(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
                     k.trim().eq_ignore_ascii_case("for").then(|| parse_node(v))
                 })
             })
-            .collect()
-    } else {
-        headers
+            .collect(),
+        ClientIpHeader::XForwardedFor => headers
             .get_all("x-forwarded-for")
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .map(parse_node)
-            .collect()
+            .collect(),
     };
     values.into_iter().rev().take(MAX_HOPS).collect()
 }
@@ -119,15 +161,16 @@ mod tests {
         let none = TrustedProxies::default();
         let h = headers(&[("x-forwarded-for", "1.2.3.4")]);
         assert_eq!(none.client(ip("10.0.0.1"), &h), ip("10.0.0.1"));
-        let some = TrustedProxies::parse(&["10.0.0.0/8".to_owned()]).unwrap();
+        let some = TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default())
+            .unwrap();
         // From a peer that is not a trusted proxy: ignored too.
         assert_eq!(some.client(ip("203.0.113.9"), &h), ip("203.0.113.9"));
     }
 
     #[test]
     fn the_rightmost_untrusted_hop_is_the_client() {
-        let p =
-            TrustedProxies::parse(&["10.0.0.0/8".to_owned(), "192.168.1.1".to_owned()]).unwrap();
+        let blocks = ["10.0.0.0/8".to_owned(), "192.168.1.1".to_owned()];
+        let p = TrustedProxies::parse(&blocks, ClientIpHeader::XForwardedFor).unwrap();
         // The client claims 6.6.6.6; its real address was appended by our proxies.
         let h = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.1.2.3")]);
         assert_eq!(p.client(ip("192.168.1.1"), &h), ip("198.51.100.7"));
@@ -137,7 +180,8 @@ mod tests {
             ("x-forwarded-for", "198.51.100.7"),
         ]);
         assert_eq!(p.client(ip("10.0.0.2"), &h), ip("198.51.100.7"));
-        // Forwarded wins over X-Forwarded-For, with quotes, brackets and ports.
+        // Only the named header is read: a client's own Forwarded (which
+        // nginx passes through) picks nothing.
         let h = headers(&[
             (
                 "forwarded",
@@ -145,7 +189,15 @@ mod tests {
             ),
             ("x-forwarded-for", "198.51.100.7"),
         ]);
-        assert_eq!(p.client(ip("10.0.0.2"), &h), ip("2001:db8::7"));
+        assert_eq!(p.client(ip("10.0.0.2"), &h), ip("198.51.100.7"));
+        let h2 = headers(&[("forwarded", "for=6.6.6.6")]);
+        assert_eq!(p.client(ip("10.0.0.2"), &h2), ip("10.0.0.2"));
+        // With `forwarded` named, X-Forwarded-For is the one ignored; quotes,
+        // brackets and ports parse.
+        let f = TrustedProxies::parse(&blocks, ClientIpHeader::Forwarded).unwrap();
+        assert_eq!(f.client(ip("10.0.0.2"), &h), ip("2001:db8::7"));
+        let h3 = headers(&[("x-forwarded-for", "6.6.6.6")]);
+        assert_eq!(f.client(ip("10.0.0.2"), &h3), ip("10.0.0.2"));
         // Every hop trusted: the farthest one.
         let h = headers(&[("x-forwarded-for", "10.9.9.9, 10.8.8.8")]);
         assert_eq!(p.client(ip("10.0.0.2"), &h), ip("10.9.9.9"));
@@ -154,6 +206,26 @@ mod tests {
         assert_eq!(p.client(ip("10.0.0.2"), &h), ip("10.8.8.8"));
         // No header: the peer.
         assert_eq!(p.client(ip("10.0.0.2"), &HeaderMap::new()), ip("10.0.0.2"));
+    }
+
+    #[test]
+    fn host_and_proto_are_believed_only_from_a_trusted_peer() {
+        let p = TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default())
+            .unwrap();
+        let h = headers(&[
+            ("x-forwarded-host", "taskgate.example"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        let proxy = Some(ip("10.0.0.2"));
+        assert_eq!(p.forwarded_host(proxy, &h), Some("taskgate.example"));
+        assert!(p.forwarded_https(proxy, &h));
+        for other in [Some(ip("203.0.113.9")), None] {
+            assert_eq!(p.forwarded_host(other, &h), None);
+            assert!(!p.forwarded_https(other, &h));
+        }
+        let none = TrustedProxies::default();
+        assert_eq!(none.forwarded_host(proxy, &h), None);
+        assert!(!none.forwarded_https(proxy, &h));
     }
 
     #[test]

@@ -40,10 +40,14 @@ pub struct Config {
     pub workers: usize,
     /// Failed authentications per minute from one address before it gets 429.
     pub auth_failures_per_minute: u32,
-    /// Reverse proxies (addresses or CIDR blocks) whose `Forwarded` /
-    /// `X-Forwarded-For` name the client, for the failed-authentication
-    /// limit. Empty: the headers are ignored.
+    /// Reverse proxies (addresses or CIDR blocks) whose forwarding headers
+    /// are believed: the client's address (in `client_ip_header`), and
+    /// `X-Forwarded-Host` / `X-Forwarded-Proto` for the dashboard. Empty:
+    /// every forwarding header is ignored.
     pub trusted_proxies: Vec<String>,
+    /// The one header the trusted proxies name the client in:
+    /// `x-forwarded-for` (default) or `forwarded`. The other is ignored.
+    pub client_ip_header: crate::client_addr::ClientIpHeader,
     /// Connection limits and timeouts against slow or idle clients.
     pub http: HttpConfig,
     /// `[database]`: PostgreSQL's pool size and timeouts.
@@ -69,7 +73,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 23] = [
+    pub const KEYS: [&'static str; 24] = [
         "listen",
         "database_url",
         "redis_url",
@@ -83,6 +87,7 @@ impl Config {
         "workers",
         "auth_failures_per_minute",
         "trusted_proxies",
+        "client_ip_header",
         "http",
         "database",
         "dashboard",
@@ -154,6 +159,10 @@ pub struct HttpConfig {
     pub idle_timeout_ms: u64,
     /// Open connections at most; more wait to be accepted.
     pub max_connections: usize,
+    /// Bytes of large request bodies (over 256 KiB) read and parsed at once
+    /// at most; a body past it waits its turn up to half the body time-out,
+    /// then gets 503 `server_busy`.
+    pub max_large_body_bytes_in_flight: u64,
 }
 
 impl Default for HttpConfig {
@@ -163,6 +172,7 @@ impl Default for HttpConfig {
             body_read_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             max_connections: 10_000,
+            max_large_body_bytes_in_flight: 64 * 1024 * 1024,
         }
     }
 }
@@ -336,6 +346,7 @@ impl Default for Config {
             workers: 256,
             auth_failures_per_minute: 30,
             trusted_proxies: Vec::new(),
+            client_ip_header: Default::default(),
             http: HttpConfig::default(),
             database: DatabaseConfig::default(),
             dashboard: DashboardConfig::default(),
@@ -453,6 +464,12 @@ impl Config {
             1,
             1_000_000,
         )?;
+        in_range(
+            "http.max_large_body_bytes_in_flight",
+            h.max_large_body_bytes_in_flight,
+            1024 * 1024,
+            1 << 40,
+        )?;
         let d = &self.dashboard;
         in_range(
             "dashboard.session_idle_minutes",
@@ -534,7 +551,7 @@ impl Config {
             ));
         }
         self.check_numbers()?;
-        crate::client_addr::TrustedProxies::parse(&self.trusted_proxies)?;
+        crate::client_addr::TrustedProxies::parse(&self.trusted_proxies, self.client_ip_header)?;
         if let Some(url) = &self.redis_url {
             crate::redis::Redis::new(url).map_err(|e| format!("config: {e}"))?;
         }

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod body;
 pub mod catalog;
 pub mod client_addr;
 pub mod config;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub dashboard: dashboard::DashboardState,
     /// Requests per key and minute, for the dashboard's Usage.
     pub requests: usage::RequestCounter,
+    /// Large request bodies being read and parsed, by their bytes.
+    pub large_bodies: body::LargeBodies,
     pub draining: AtomicBool,
 }
 
@@ -174,6 +177,7 @@ pub async fn start_with_env(
     .await?;
     let openapi = openapi::Documents::new(&catalog);
     let dashboard = dashboard::DashboardState::new(&config.dashboard);
+    let state_http = config.http;
     let state = Arc::new(AppState {
         limiter: match &redis {
             None => RateLimiter::memory(),
@@ -183,7 +187,10 @@ pub async fn start_with_env(
             )),
         },
         auth_failures: ratelimit::AuthLimiter::new(config.auth_failures_per_minute, redis.clone()),
-        trusted_proxies: client_addr::TrustedProxies::parse(&config.trusted_proxies)
+        trusted_proxies: client_addr::TrustedProxies::parse(
+            &config.trusted_proxies,
+            config.client_ip_header,
+        )
             .map_err(anyhow::Error::msg)?,
         config: Arc::new(config),
         store,
@@ -193,6 +200,7 @@ pub async fn start_with_env(
         openapi,
         dashboard,
         requests: usage::RequestCounter::default(),
+        large_bodies: body::LargeBodies::new(state_http.max_large_body_bytes_in_flight),
         draining: AtomicBool::new(false),
     });
     let shutdown = CancellationToken::new();

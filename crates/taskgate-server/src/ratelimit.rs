@@ -516,14 +516,7 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
         let now = now_ms();
         let mut state = self.log.lock();
         state.expire(now);
-        let log = state.by_addr.get(addr)?;
-        let recent = log.iter().filter(|&&t| t > now - MINUTE_MS).count();
-        if recent as u32 >= self.limit {
-            // Blocked until the minute after the last failure that filled it has passed.
-            let first_of_limit = log[log.len() - self.limit as usize];
-            return Some(ceil_secs(first_of_limit + MINUTE_MS - now));
-        }
-        None
+        state.blocked(addr, now, self.limit)
     }
 
     pub fn record(&self, addr: K) {
@@ -533,13 +526,52 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
         let now = now_ms();
         let mut state = self.log.lock();
         state.expire(now);
-        state.order.push_back((now, addr.clone()));
-        let log = state.by_addr.entry(addr).or_default();
-        log.push_back(now);
-        // Only the last `limit` failures matter.
-        while log.len() > self.limit as usize {
-            log.pop_front();
+        state.push(now, addr, self.limit);
+    }
+
+    /// Reserves one attempt of `addr` in one step with the check: counted as
+    /// a failure from now on (so attempts in flight at once count against
+    /// the limit together), unless [`AuthFailures::release`]d when it
+    /// succeeds. `Err`: seconds until `addr` may try again.
+    pub fn reserve(&self, addr: K) -> Result<Reservation, u64> {
+        if self.limit == 0 {
+            return Ok(Reservation(None));
         }
+        let now = now_ms();
+        let mut state = self.log.lock();
+        state.expire(now);
+        if let Some(secs) = state.blocked(&addr, now, self.limit) {
+            return Err(secs);
+        }
+        state.push(now, addr, self.limit);
+        Ok(Reservation(Some(now)))
+    }
+
+    /// Takes back a reservation: the attempt succeeded (or never ran).
+    pub fn release(&self, addr: &K, reservation: Reservation) {
+        let Reservation(Some(at)) = reservation else {
+            return;
+        };
+        let mut state = self.log.lock();
+        if let Some(log) = state.by_addr.get_mut(addr)
+            && let Some(i) = log.iter().rposition(|&t| t == at)
+        {
+            log.remove(i);
+            if log.is_empty() {
+                state.by_addr.remove(addr);
+            }
+        }
+    }
+
+    /// Whether `addr` failed at all in the last minute.
+    pub fn failed_lately(&self, addr: &K) -> bool {
+        if self.limit == 0 {
+            return false;
+        }
+        let now = now_ms();
+        let mut state = self.log.lock();
+        state.expire(now);
+        state.by_addr.contains_key(addr)
     }
 
     /// Addresses tracked now (for tests and metrics).
@@ -549,6 +581,36 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
 
     pub fn limit(&self) -> u32 {
         self.limit
+    }
+}
+
+/// An attempt counted ahead by [`AuthFailures::reserve`]: when it was
+/// counted (`None` when the limit is off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a reservation is a failure unless it is released"]
+pub struct Reservation(Option<i64>);
+
+impl<K: std::hash::Hash + Eq + Clone> FailureLog<K> {
+    /// Seconds until `addr` may try again, if its failures fill the limit.
+    fn blocked(&self, addr: &K, now: i64, limit: u32) -> Option<u64> {
+        let log = self.by_addr.get(addr)?;
+        let recent = log.iter().filter(|&&t| t > now - MINUTE_MS).count();
+        if recent as u32 >= limit {
+            // Blocked until the minute after the failure that filled it has passed.
+            let first_of_limit = log[log.len() - limit as usize];
+            return Some(ceil_secs(first_of_limit + MINUTE_MS - now));
+        }
+        None
+    }
+
+    fn push(&mut self, now: i64, addr: K, limit: u32) {
+        self.order.push_back((now, addr.clone()));
+        let log = self.by_addr.entry(addr).or_default();
+        log.push_back(now);
+        // Only the last `limit` failures matter.
+        while log.len() > limit as usize {
+            log.pop_front();
+        }
     }
 }
 
@@ -649,6 +711,28 @@ mod tests {
         }
         let secs = f.blocked(&ip).expect("blocked");
         assert!((1..=60).contains(&secs));
+    }
+
+    #[test]
+    fn reservations_count_at_once_and_a_released_one_does_not() {
+        let f = AuthFailures::new(3);
+        let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        // Three attempts in flight at once fill the limit before any ends.
+        let held: Vec<_> = (0..3).map(|_| f.reserve(ip).expect("room")).collect();
+        assert!(f.reserve(ip).is_err(), "a fourth is refused while three run");
+        // One succeeds: its slot is freed; the others stay failures.
+        f.release(&ip, held[0]);
+        let again = f.reserve(ip).expect("the released slot");
+        assert!(f.reserve(ip).is_err());
+        f.release(&ip, again);
+        assert!(f.failed_lately(&ip));
+        let other: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+        assert!(!f.failed_lately(&other));
+        // Off: always room.
+        let off = AuthFailures::new(0);
+        for _ in 0..10 {
+            let _ = off.reserve(ip).expect("no limit");
+        }
     }
 
     #[test]

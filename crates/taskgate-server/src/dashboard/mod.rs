@@ -28,17 +28,21 @@ use crate::AppState;
 use crate::config::DashboardConfig;
 use crate::ratelimit::AuthFailures;
 
-/// The dashboard's own state: failed sign-ins by address and by email.
+/// The dashboard's own state: failed sign-ins by address, by email, and by
+/// the pair (which addresses failed for an email).
 pub struct DashboardState {
     pub failures_by_addr: AuthFailures<IpAddr>,
     pub failures_by_email: AuthFailures<Email>,
+    pub failures_by_pair: AuthFailures<(Email, IpAddr)>,
 }
 
 impl DashboardState {
     pub fn new(config: &DashboardConfig) -> Self {
+        let limit = config.sign_in_failures_per_minute;
         Self {
-            failures_by_addr: AuthFailures::new(config.sign_in_failures_per_minute),
-            failures_by_email: AuthFailures::new(config.sign_in_failures_per_minute),
+            failures_by_addr: AuthFailures::new(limit),
+            failures_by_email: AuthFailures::new(limit),
+            failures_by_pair: AuthFailures::new(limit),
         }
     }
 }

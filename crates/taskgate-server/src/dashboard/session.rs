@@ -9,10 +9,11 @@
 //! (deleted on the server), after `dashboard.session_idle_minutes` unused, or
 //! `dashboard.session_max_hours` after sign-in.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, OriginalUri, Request};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, OriginalUri, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -68,20 +69,27 @@ pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
         .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Whether the request reached us over HTTPS (directly, or as a trusted
-/// proxy says), so that cookies are marked `Secure`.
-fn secure(app: &AppState, headers: &HeaderMap) -> bool {
-    app.config.dashboard.secure_cookies
-        || headers
-            .get("x-forwarded-proto")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|p| p.eq_ignore_ascii_case("https"))
-            && !app.config.trusted_proxies.is_empty()
+/// The peer of a request, when the server recorded it.
+pub fn peer_of(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip())
+}
+
+/// Whether the request reached us over HTTPS (as a trusted proxy says), so
+/// that cookies are marked `Secure`.
+fn secure(app: &AppState, peer: Option<IpAddr>, headers: &HeaderMap) -> bool {
+    app.config.dashboard.secure_cookies || app.trusted_proxies.forwarded_https(peer, headers)
 }
 
 /// The `Set-Cookie` of a new session, or of its end (`token` `None`).
-pub fn set_cookie(app: &AppState, headers: &HeaderMap, token: Option<&str>) -> HeaderValue {
-    let secure = if secure(app, headers) { "; Secure" } else { "" };
+pub fn set_cookie(
+    app: &AppState,
+    peer: Option<IpAddr>,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> HeaderValue {
+    let secure = if secure(app, peer, headers) { "; Secure" } else { "" };
     let value = match token {
         Some(t) => format!(
             "{COOKIE}={t}; Path=/dashboard; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
@@ -96,6 +104,7 @@ pub fn set_cookie(app: &AppState, headers: &HeaderMap, token: Option<&str>) -> H
 /// and a new CSRF token. The cookie to set.
 pub async fn start(
     app: &AppState,
+    peer: Option<IpAddr>,
     headers: &HeaderMap,
     user: &UserRecord,
 ) -> Result<HeaderValue, Response> {
@@ -113,7 +122,7 @@ pub async fn start(
         .create_session(&session)
         .await
         .map_err(store_error)?;
-    Ok(set_cookie(app, headers, Some(&token)))
+    Ok(set_cookie(app, peer, headers, Some(&token)))
 }
 
 pub fn store_error(e: taskgate_store::StoreError) -> Response {
@@ -202,17 +211,16 @@ pub struct Changes<T> {
 }
 
 /// Whether `Origin` (or, without it, `Sec-Fetch-Site`) says the request came
-/// from this site.
-pub fn same_origin(headers: &HeaderMap) -> bool {
+/// from this site: the `Host` it was sent to, or the `X-Forwarded-Host` a
+/// trusted proxy names (from anyone else that header is ignored).
+pub fn same_origin(app: &AppState, peer: Option<IpAddr>, headers: &HeaderMap) -> bool {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     match headers.get(header::ORIGIN).map(|o| o.to_str()) {
         Some(Ok(origin)) => {
             let authority = origin
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"));
-            let forwarded = headers
-                .get("x-forwarded-host")
-                .and_then(|h| h.to_str().ok());
+            let forwarded = app.trusted_proxies.forwarded_host(peer, headers);
             authority.is_some_and(|a| Some(a) == host || Some(a) == forwarded)
         }
         Some(Err(_)) => false,
@@ -236,7 +244,7 @@ impl<T: DeserializeOwned + Send> FromRequest<Arc<AppState>> for Changes<T> {
     async fn from_request(req: Request, app: &Arc<AppState>) -> Result<Self, Response> {
         let (mut parts, body) = req.into_parts();
         let session = Session::from_request_parts(&mut parts, app).await?;
-        if !same_origin(&parts.headers) {
+        if !same_origin(app, peer_of(&parts.extensions), &parts.headers) {
             return Err(forbidden());
         }
         let bytes = Bytes::from_request(Request::from_parts(parts, body), app)

@@ -1,6 +1,16 @@
 //! Signing in and out. Failed sign-ins are limited per address and per email
 //! (`dashboard.sign_in_failures_per_minute`); a wrong email and a wrong
 //! password get the same answer in the same time.
+//!
+//! An attempt is counted against its address *before* the password is
+//! checked (a slot reserved, given back when it succeeds), so attempts sent
+//! at once cannot all pass the check before any is recorded. The check runs
+//! on the password pool, which refuses at once when it is full.
+//!
+//! An email with a minute's worth of failures is closed only to the
+//! addresses that failed for it themselves: a stranger who knows a user's
+//! email (the fixed `admin@taskgate.local`, say) cannot lock that user out,
+//! and each new address an attacker brings gets one guess a minute.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -73,13 +83,21 @@ pub struct SignInForm {
     next: Option<String>,
 }
 
+/// A sign-in refused for a while: 429 with `Retry-After`.
+fn too_many(page: Response, secs: u64) -> Response {
+    let mut r = page;
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from(secs.max(1)));
+    r
+}
+
 pub async fn submit(
     State(app): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if !same_origin(&headers) {
+    if !same_origin(&app, Some(peer.ip()), &headers) {
         return session::forbidden();
     }
     let Ok(form) = serde_urlencoded::from_bytes::<SignInForm>(&body) else {
@@ -98,21 +116,33 @@ pub async fn submit(
     };
     let ip = app.trusted_proxies.client(peer.ip(), &headers);
     let email = Email::normalize(&form.email).ok();
-    let blocked = app.dashboard.failures_by_addr.blocked(&ip).or_else(|| {
-        email
-            .as_ref()
-            .and_then(|e| app.dashboard.failures_by_email.blocked(e))
-    });
-    if let Some(secs) = blocked {
-        return refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            &format!("Too many failed sign-ins. Try again in {secs} seconds."),
-        );
+    let dash = &app.dashboard;
+    let slow_down = |secs: u64| {
+        too_many(
+            refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("Too many failed sign-ins. Try again in {secs} seconds."),
+            ),
+            secs,
+        )
+    };
+    if let Some(e) = &email
+        && let Some(secs) = dash.failures_by_email.blocked(e)
+        && dash.failures_by_pair.failed_lately(&(e.clone(), ip))
+    {
+        return slow_down(secs);
     }
+    let reservation = match dash.failures_by_addr.reserve(ip) {
+        Ok(r) => r,
+        Err(secs) => return slow_down(secs),
+    };
     let user = match &email {
         Some(e) => match app.store.find_user_by_email(e).await {
             Ok(u) => u,
-            Err(e) => return session::store_error(e),
+            Err(e) => {
+                dash.failures_by_addr.release(&ip, reservation);
+                return session::store_error(e);
+            }
         },
         None => None,
     };
@@ -121,22 +151,33 @@ pub async fn submit(
         .as_ref()
         .map(|u| u.password_hash.clone())
         .unwrap_or_else(|| password::decoy().to_owned());
-    let matches = password::verify_off_thread(form.password.clone(), hash).await;
+    let Ok(matches) = password::verify_bounded(form.password.clone(), hash).await else {
+        dash.failures_by_addr.release(&ip, reservation);
+        return too_many(
+            refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-ins at once. Try again in a moment.",
+            ),
+            1,
+        );
+    };
     let user = match user {
         Some(u) if matches && u.status == UserStatus::Active => u,
         _ => {
-            app.dashboard.failures_by_addr.record(ip);
+            // The address's reserved slot stays: it is this failure.
             if let Some(e) = email {
-                app.dashboard.failures_by_email.record(e);
+                dash.failures_by_pair.record((e.clone(), ip));
+                dash.failures_by_email.record(e);
             }
             return refuse(StatusCode::UNAUTHORIZED, "Email or password is wrong.");
         }
     };
+    dash.failures_by_addr.release(&ip, reservation);
     // A session the browser already had ends: sign-in always starts a new one.
     if let Some(old) = session::cookie_token(&headers) {
         let _ = app.store.delete_session(&session::token_hash(&old)).await;
     }
-    let cookie = match session::start(&app, &headers, &user).await {
+    let cookie = match session::start(&app, Some(peer.ip()), &headers, &user).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -153,6 +194,7 @@ pub struct SignOutForm {}
 
 pub async fn sign_out(
     State(app): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     _changes: Changes<SignOutForm>,
 ) -> Response {
@@ -164,7 +206,7 @@ pub async fn sign_out(
     let mut r = redirect("/dashboard/sign-in");
     r.headers_mut().insert(
         header::SET_COOKIE,
-        session::set_cookie(&app, &headers, None),
+        session::set_cookie(&app, Some(peer.ip()), &headers, None),
     );
     r
 }

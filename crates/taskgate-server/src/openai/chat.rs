@@ -23,7 +23,7 @@ use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
 use crate::envelope::Raw;
 use crate::executor::Told;
-use crate::v1::JsonObject;
+use crate::body::JsonObject;
 use crate::v1::call::{Started, start_for};
 use crate::v1::tasks::{StreamEvent, follow_with};
 

@@ -20,7 +20,7 @@ use crate::catalog::ApiEntry;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
 use crate::executor::Told;
-use crate::v1::JsonObject;
+use crate::body::JsonObject;
 use crate::views::TaskView;
 
 const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];

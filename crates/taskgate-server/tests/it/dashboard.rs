@@ -961,3 +961,206 @@ async fn refusals_are_pages() {
     }
     app.stop().await;
 }
+
+/// Issue 25: 40 sign-ins at once for one email from one address: at most the
+/// limit are checked (401), the rest refused at once (429 with Retry-After),
+/// because each attempt takes its slot before the password is checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_sign_ins_gets_at_most_the_limit_checked() {
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| c.dashboard.sign_in_failures_per_minute = 10)
+        .start()
+        .await
+    else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    let attempts: Vec<_> = (0..40)
+        .map(|_| {
+            let mut b = Browser::new(&app);
+            tokio::spawn(async move { b.sign_in("ada@example.com", "wrong wrong wrong").await })
+        })
+        .collect();
+    let (mut unauthorized, mut refused) = (0, 0);
+    for a in attempts {
+        let r = a.await.unwrap();
+        match r.status {
+            StatusCode::UNAUTHORIZED => unauthorized += 1,
+            StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            other => panic!("unexpected {other}: {}", r.text),
+        }
+    }
+    assert!(unauthorized <= 10, "{unauthorized} checked, limit 10");
+    assert_eq!(unauthorized + refused, 40);
+    // Attempts refused unchecked (the password pool was full) did not
+    // count; the rest of the minute's ten are checked one by one.
+    let mut b = Browser::new(&app);
+    for _ in unauthorized..10 {
+        let r = b.sign_in("ada@example.com", "wrong wrong wrong").await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
+    // The minute is spent: the right password waits too, and is told when.
+    let req = b
+        .http
+        .post(format!("{}/dashboard/sign-in", app.base))
+        .header(ORIGIN, &app.base)
+        .form(&[("email", "ada@example.com"), ("password", PASSWORD)]);
+    let r = req.send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let after: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&after), "{after}");
+    let _ = b.get("/dashboard/sign-in").await;
+    app.stop().await;
+}
+
+/// A browser whose requests come through our proxy from `client`.
+fn through_proxy(app: &TestApp, header: &'static str, client: &str) -> Browser {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(header, client.parse().unwrap());
+    let mut b = Browser::new(app);
+    b.http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    b
+}
+
+/// Issue 25: failing for a known email does not lock its user out: the
+/// email's block refuses only the addresses that failed for it themselves;
+/// another address with the right password signs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_cannot_lock_a_user_out() {
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| {
+            c.dashboard.sign_in_failures_per_minute = 3;
+            c.trusted_proxies = vec!["127.0.0.0/8".to_owned()];
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "owner").await;
+    // Three attackers, one guess each: the email has its minute's failures.
+    let mut attackers: Vec<Browser> = (1..=3)
+        .map(|i| through_proxy(&app, "x-forwarded-for", &format!("203.0.113.{i}")))
+        .collect();
+    for attacker in &mut attackers {
+        let r = attacker.sign_in("ada@example.com", "guess guess guess").await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
+    // Each attacker that failed for the email is now refused for it, even
+    // with the right password.
+    for attacker in &mut attackers {
+        let r = attacker.sign_in("ada@example.com", PASSWORD).await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    // Ada, from her own address, signs in.
+    let mut ada = through_proxy(&app, "x-forwarded-for", "198.51.100.20");
+    let r = ada.sign_in("ada@example.com", PASSWORD).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    // A fresh address gets its one guess; having failed, it is refused.
+    let mut fresh = through_proxy(&app, "x-forwarded-for", "203.0.113.99");
+    let r = fresh.sign_in("ada@example.com", "guess guess guess").await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = fresh.sign_in("ada@example.com", PASSWORD).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    app.stop().await;
+}
+
+/// Issue 25: behind a proxy that sets `X-Forwarded-For` (the default
+/// `client_ip_header`), a client's own `Forwarded` picks nothing: varying it
+/// does not dodge the per-address limit. With `client_ip_header =
+/// "forwarded"` it is `X-Forwarded-For` that is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_named_forwarding_header_names_the_client() {
+    use taskgate_server::client_addr::ClientIpHeader;
+    for (named, spoofed) in [
+        (ClientIpHeader::XForwardedFor, "forwarded"),
+        (ClientIpHeader::Forwarded, "x-forwarded-for"),
+    ] {
+        let Some(app) = TestApp::builder(Backend::Sqlite)
+            .config(|c| {
+                c.dashboard.sign_in_failures_per_minute = 3;
+                c.auth_failures_per_minute = 3;
+                c.trusted_proxies = vec!["127.0.0.0/8".to_owned()];
+                c.client_ip_header = named;
+            })
+            .start()
+            .await
+        else {
+            return;
+        };
+        let spoof = |i: usize| match spoofed {
+            "forwarded" => format!("for=198.51.100.{i}"),
+            _ => format!("198.51.100.{i}"),
+        };
+        let mut statuses = Vec::new();
+        for i in 0..6 {
+            let mut b = through_proxy(&app, spoofed, &spoof(i));
+            statuses.push(b.sign_in(&format!("n{i}@example.com"), "wrong").await.status);
+        }
+        assert_eq!(
+            statuses[3..],
+            [StatusCode::TOO_MANY_REQUESTS; 3],
+            "{named:?}: {statuses:?}"
+        );
+        // The API's failed-authentication limit reads the same header.
+        let bad = app.client("tg_not_a_key");
+        let mut api = Vec::new();
+        for i in 0..6 {
+            let r = bad
+                .send(
+                    bad.request(reqwest::Method::GET, "tasks")
+                        .header(spoofed, spoof(i)),
+                )
+                .await;
+            api.push(r.status.as_u16());
+        }
+        assert_eq!(api[3..], [429; 3], "{named:?}: {api:?}");
+        app.stop().await;
+    }
+}
+
+/// Issue 25: `X-Forwarded-Host` (the origin check) and `X-Forwarded-Proto`
+/// (the cookie's `Secure`) are believed only from a trusted proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_host_and_proto_only_from_a_trusted_proxy() {
+    for trusted in [false, true] {
+        let Some(app) = TestApp::builder(Backend::Sqlite)
+            .config(|c| {
+                if trusted {
+                    c.trusted_proxies = vec!["127.0.0.0/8".to_owned()];
+                }
+            })
+            .start()
+            .await
+        else {
+            return;
+        };
+        user(&app, &app.account_id, "ada@example.com", "owner").await;
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("x-forwarded-host", "taskgate.example".parse().unwrap());
+        headers.insert("x-forwarded-proto", "https".parse().unwrap());
+        let mut b = Browser::new(&app);
+        b.http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .default_headers(headers)
+            .build()
+            .unwrap();
+        b.origin = "https://taskgate.example".to_owned();
+        let r = b.sign_in("ada@example.com", PASSWORD).await;
+        if trusted {
+            assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+            assert!(r.set_cookie.unwrap().contains("; Secure"));
+        } else {
+            assert_eq!(r.status, StatusCode::FORBIDDEN, "the origin is not ours");
+            b.origin = app.base.clone();
+            let r = b.sign_in("ada@example.com", PASSWORD).await;
+            assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+            assert!(!r.set_cookie.unwrap().contains("Secure"), "not over HTTPS");
+        }
+        app.stop().await;
+    }
+}

@@ -801,3 +801,54 @@ async fn ended_tasks_past_their_retention_are_deleted(backend: Backend) {
     app.stop().await;
 }
 both!(ended_tasks_past_their_retention_are_deleted);
+
+/// Issue 25: large bodies being read at once are bounded by their bytes
+/// (`http.max_large_body_bytes_in_flight`): past it a body waits at most
+/// half the body time-out, then gets 503 `server_busy` with Retry-After;
+/// small bodies never wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_in_flight_are_bounded() {
+    use tokio::io::AsyncWriteExt;
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| {
+            c.http.max_large_body_bytes_in_flight = 1024 * 1024;
+            c.http.body_read_timeout_ms = 4_000;
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    // A client declares a body of the whole budget and sends it slowly.
+    let mut hog = connect(&app).await;
+    let head = format!(
+        "POST /api/v1/call HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{{",
+        app.live,
+        1024 * 1024
+    );
+    hog.write_all(head.as_bytes()).await.unwrap();
+    let c = app.client(&app.live);
+    let big = format!(
+        r#"{{"api":"sentiment","input":{{"text":"{}"}}}}"#,
+        "a".repeat(300 * 1024)
+    );
+    let mut busy = None;
+    for _ in 0..5 {
+        let r = c.post_raw("call", big.clone()).await;
+        if r.status.as_u16() == 503 {
+            busy = Some(r);
+            break;
+        }
+    }
+    let r = busy.expect("a large body waiting behind the hog gets 503");
+    let r = r.expect_error(503, "server_busy");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // A small body does not wait.
+    c.call(sentiment("fine")).await.expect(200);
+    drop(hog);
+    // Once the hog is gone, the large body is read (and judged on its merits).
+    let r = c.post_raw("call", big).await;
+    assert_ne!(r.status.as_u16(), 503, "{}", r.text);
+    app.stop().await;
+}
