@@ -52,6 +52,59 @@ impl Kind {
         }
     }
 
+    /// The `options` a client may send to an API of this kind unless the
+    /// operator sets the API's `allowed_options`: request fields of the
+    /// providers' wire formats that change how an answer is made but not
+    /// what the provider charges for it per unit. Left out on purpose:
+    /// `service_tier` (priority and flex tiers are billed differently), `n`
+    /// and `best_of` (more answers billed), built-in tools billed per use
+    /// (`web_search_options`, `tools`), `audio`/`modalities` (other prices),
+    /// `prediction`, image `quality` and `size` in options, `store`.
+    pub fn default_allowed_options(self) -> &'static [&'static str] {
+        match self {
+            Self::Chat => &[
+                // OpenAI and OpenAI-compatible
+                "seed",
+                "presence_penalty",
+                "frequency_penalty",
+                "logit_bias",
+                "logprobs",
+                "top_logprobs",
+                "user",
+                "response_format",
+                "reasoning_effort",
+                "verbosity",
+                "max_completion_tokens",
+                // Anthropic
+                "top_k",
+                "stop_sequences",
+                "metadata",
+                "thinking",
+                // Gemini
+                "generationConfig",
+                "safetySettings",
+            ],
+            Self::Embedding => &[
+                "encoding_format",
+                "user",
+                "input_type",
+                "task_type",
+                "truncate",
+            ],
+            Self::ImageGeneration => &[
+                "style",
+                "response_format",
+                "user",
+                "output_format",
+                "output_compression",
+                "background",
+                "moderation",
+            ],
+            Self::Transcription => &["temperature", "timestamp_granularities"],
+            Self::Classification => &[],
+        }
+    }
+
     pub fn input_schema(self) -> Value {
         match self {
             Self::Chat => chat_input(),

@@ -34,6 +34,41 @@ pub struct ApiEntry {
     pub provider: Arc<dyn Provider>,
     pub input_schema: CompiledSchema,
     pub output_schema: CompiledSchema,
+    /// The keys of the input's `options` a client may send.
+    pub allowed_options: AllowedOptions,
+}
+
+/// Which `options` an API passes on to its provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedOptions {
+    Any,
+    Only(Vec<String>),
+}
+
+impl AllowedOptions {
+    pub fn allows(&self, key: &str) -> bool {
+        match self {
+            AllowedOptions::Any => true,
+            AllowedOptions::Only(keys) => keys.iter().any(|k| k == key),
+        }
+    }
+
+    /// The setting of `o`, else the default of the API's kind (none for an
+    /// API of no upstream kind).
+    fn of(o: Option<&ApiOverride>, kind: &str) -> Self {
+        match o.and_then(|o| o.allowed_options.as_ref()) {
+            Some(keys) if keys.iter().any(|k| k == "*") => AllowedOptions::Any,
+            Some(keys) => AllowedOptions::Only(keys.clone()),
+            None => AllowedOptions::Only(
+                Kind::parse(kind)
+                    .map(Kind::default_allowed_options)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|k| (*k).to_owned())
+                    .collect(),
+            ),
+        }
+    }
 }
 
 impl ApiEntry {
@@ -187,9 +222,11 @@ impl Catalog {
                 if config.disabled.contains(&spec.slug) {
                     continue;
                 }
-                if let Some(o) = config.apis.get(&spec.slug) {
+                let o = config.apis.get(&spec.slug);
+                if let Some(o) = o {
                     apply_override(&mut spec, o)?;
                 }
+                let allowed_options = AllowedOptions::of(o, &spec.kind);
                 let input_schema = CompiledSchema::compile(&spec.input_schema)
                     .map_err(|e| format!("API {}: input schema: {e}", spec.slug))?;
                 let output_schema = CompiledSchema::compile(&spec.output_schema)
@@ -201,6 +238,7 @@ impl Catalog {
                     provider: provider.clone(),
                     input_schema,
                     output_schema,
+                    allowed_options,
                 });
                 if by_slug
                     .insert(entry.spec.slug.clone(), entry.clone())

@@ -62,11 +62,17 @@ impl TrustedProxies {
 
     /// `X-Forwarded-Host` of a request from a trusted proxy; `None` from
     /// any other peer.
-    pub fn forwarded_host<'h>(&self, peer: Option<IpAddr>, headers: &'h HeaderMap) -> Option<&'h str> {
+    pub fn forwarded_host<'h>(
+        &self,
+        peer: Option<IpAddr>,
+        headers: &'h HeaderMap,
+    ) -> Option<&'h str> {
         if !self.is_trusted(peer) {
             return None;
         }
-        headers.get("x-forwarded-host").and_then(|h| h.to_str().ok())
+        headers
+            .get("x-forwarded-host")
+            .and_then(|h| h.to_str().ok())
     }
 
     /// Whether a trusted proxy says the request came over HTTPS
@@ -161,8 +167,8 @@ mod tests {
         let none = TrustedProxies::default();
         let h = headers(&[("x-forwarded-for", "1.2.3.4")]);
         assert_eq!(none.client(ip("10.0.0.1"), &h), ip("10.0.0.1"));
-        let some = TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default())
-            .unwrap();
+        let some =
+            TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default()).unwrap();
         // From a peer that is not a trusted proxy: ignored too.
         assert_eq!(some.client(ip("203.0.113.9"), &h), ip("203.0.113.9"));
     }
@@ -210,8 +216,8 @@ mod tests {
 
     #[test]
     fn host_and_proto_are_believed_only_from_a_trusted_peer() {
-        let p = TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default())
-            .unwrap();
+        let p =
+            TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default()).unwrap();
         let h = headers(&[
             ("x-forwarded-host", "taskgate.example"),
             ("x-forwarded-proto", "https"),

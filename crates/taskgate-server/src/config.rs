@@ -276,6 +276,9 @@ pub struct ApiOverride {
     pub fallbacks: Vec<TargetConfig>,
     /// How an `http` provider serves this API.
     pub http: Option<HttpApiConfig>,
+    /// The keys of the input's `options` clients may send (`["*"]`: any).
+    /// Default: those of the kind that do not change the upstream's price.
+    pub allowed_options: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

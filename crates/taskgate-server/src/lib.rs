@@ -191,7 +191,7 @@ pub async fn start_with_env(
             &config.trusted_proxies,
             config.client_ip_header,
         )
-            .map_err(anyhow::Error::msg)?,
+        .map_err(anyhow::Error::msg)?,
         config: Arc::new(config),
         store,
         catalog,

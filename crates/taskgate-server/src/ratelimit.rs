@@ -719,7 +719,10 @@ mod tests {
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         // Three attempts in flight at once fill the limit before any ends.
         let held: Vec<_> = (0..3).map(|_| f.reserve(ip).expect("room")).collect();
-        assert!(f.reserve(ip).is_err(), "a fourth is refused while three run");
+        assert!(
+            f.reserve(ip).is_err(),
+            "a fourth is refused while three run"
+        );
         // One succeeds: its slot is freed; the others stay failures.
         f.release(&ip, held[0]);
         let again = f.reserve(ip).expect("the released slot");

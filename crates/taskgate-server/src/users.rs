@@ -141,10 +141,14 @@ pub async fn reset_password(
 /// The email of the admin a first start creates.
 pub const FIRST_ADMIN_EMAIL: &str = "admin@taskgate.local";
 
-/// First start with no user yet: an admin, owner of the `default` account
-/// (else of the oldest account), with a generated password. The admin's
-/// object with `password`, for `serve` to print once.
-pub async fn bootstrap_admin(store: &dyn Store) -> anyhow::Result<Option<Value>> {
+/// First start with no user yet: an admin named `email` (default
+/// [`FIRST_ADMIN_EMAIL`]), owner of the `default` account (else of the
+/// oldest account), with a generated password. The admin's object with
+/// `password`, for `serve` to print once.
+pub async fn bootstrap_admin(
+    store: &dyn Store,
+    email: Option<&Email>,
+) -> anyhow::Result<Option<Value>> {
     if store.count_users().await? > 0 {
         return Ok(None);
     }
@@ -159,7 +163,7 @@ pub async fn bootstrap_admin(store: &dyn Store) -> anyhow::Result<Option<Value>>
     create_user(
         store,
         &account.id.to_string(),
-        FIRST_ADMIN_EMAIL,
+        email.map_or(FIRST_ADMIN_EMAIL, Email::as_str),
         Role::Admin.as_str(),
         None,
     )

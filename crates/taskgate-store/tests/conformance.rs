@@ -198,4 +198,34 @@ mod raw {
         )
         .await;
     }
+
+    /// The data directory is made 0700 and the database and its `-wal` and
+    /// `-shm` 0600 (they hold inputs, outputs and password hashes); files an
+    /// older version left open to others are closed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = std::env::temp_dir().join(format!(
+            "taskgate_files_{}",
+            crate::harness::unique_suffix()
+        ));
+        let db = dir.join("data").join("taskgate.db");
+        let url = format!("sqlite://{}", db.display());
+        let store = taskgate_store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        crate::fixtures::new_account(&*store, "files").await;
+        assert_eq!(mode(db.parent().unwrap()), 0o700);
+        for suffix in ["", "-wal", "-shm"] {
+            let mut f = db.clone().into_os_string();
+            f.push(suffix);
+            assert_eq!(mode(std::path::Path::new(&f)), 0o600, "{suffix}");
+        }
+        drop(store);
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let store = taskgate_store::connect(&url).await.unwrap();
+        assert_eq!(mode(&db), 0o600, "tightened at the next start");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

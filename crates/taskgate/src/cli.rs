@@ -32,7 +32,12 @@ pub struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the service.
-    Serve,
+    Serve {
+        /// The email of the admin user the first start creates (when the
+        /// store has no user yet); default admin@taskgate.local.
+        #[arg(long, env = "TASKGATE_ADMIN_EMAIL", value_name = "EMAIL")]
+        admin_email: Option<String>,
+    },
     /// Bring the store's schema up to date.
     Migrate,
     /// Manage accounts.
@@ -201,7 +206,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = load_config(cli.config.as_ref())?;
     let json = cli.json;
     match cli.command {
-        Command::Serve => serve(config).await,
+        Command::Serve { admin_email } => serve(config, admin_email).await,
         Command::Migrate => {
             let store = taskgate_server::open_store(&config).await?;
             print(
@@ -338,13 +343,18 @@ fn print_value(json: bool, value: &Value) {
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, admin_email: Option<String>) -> anyhow::Result<()> {
     init_tracing(&config.log_format, &config.log_level);
+    let admin_email = admin_email
+        .as_deref()
+        .map(taskgate_core::Email::normalize)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--admin-email: {e}"))?;
     let store = taskgate_server::open_store(&config).await?;
     if let Some((account, live, test)) = admin::bootstrap(&*store, &config).await? {
         first_start_banner(&config, &account, &live, &test);
     }
-    if let Some(admin) = users::bootstrap_admin(&*store).await? {
+    if let Some(admin) = users::bootstrap_admin(&*store, admin_email.as_ref()).await? {
         let s = |k: &str| admin[k].as_str().unwrap_or_default().to_owned();
         println!(
             "Dashboard: http://{}/dashboard\n\

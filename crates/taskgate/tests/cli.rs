@@ -1530,3 +1530,48 @@ fn the_binary_allocates_with_the_configured_jemalloc() {
         );
     }
 }
+
+/// Issue 25: the first admin's email is the operator's to choose
+/// (`--admin-email`, or `TASKGATE_ADMIN_EMAIL`), and the data directory and
+/// database a first start makes are private (0700, 0600).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_first_admin_email_and_private_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("admin-email");
+    let port = free_port();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let data = dir.path().join("private");
+    let mut serve = Serve::start_with(
+        &dir,
+        port,
+        1,
+        &[
+            ("TASKGATE_ADMIN_EMAIL", " Ops@Example.COM "),
+            (
+                "TASKGATE_DATABASE_URL",
+                &format!("sqlite://{}/taskgate.db", data.display()),
+            ),
+        ],
+    );
+    serve.ready(&http).await;
+    assert_eq!(serve.printed("email:").await, "ops@example.com");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("taskgate.db")), 0o600);
+    serve.kill();
+    // A malformed email is refused before anything starts.
+    let out = taskgate(&dir)
+        .args(["serve", "--admin-email", "not an email"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--admin-email"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

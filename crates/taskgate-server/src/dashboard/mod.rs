@@ -11,6 +11,7 @@ mod apis;
 mod keys;
 pub mod pages;
 pub mod password;
+mod profile;
 pub mod session;
 mod settings;
 mod sign_in;
@@ -67,6 +68,7 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/apis", get(apis::list))
         .route("/apis/{slug}", get(apis::details))
         .route("/apis/{slug}/try", post(apis::try_it))
+        .route("/password", get(profile::page).post(profile::change))
         .route("/settings", get(settings::page))
         .route("/settings/spend-limit", post(settings::set_spend_limit))
         .route("/admin", get(admin::page))

@@ -167,6 +167,10 @@ mod tests {
             verify_bounded("violet kettle drum".to_owned(), phc).await,
             Ok(false)
         );
-        assert!(hash_off_thread("x".to_owned()).await.starts_with("$argon2id$"));
+        assert!(
+            hash_off_thread("x".to_owned())
+                .await
+                .starts_with("$argon2id$")
+        );
     }
 }

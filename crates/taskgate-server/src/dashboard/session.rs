@@ -89,7 +89,11 @@ pub fn set_cookie(
     headers: &HeaderMap,
     token: Option<&str>,
 ) -> HeaderValue {
-    let secure = if secure(app, peer, headers) { "; Secure" } else { "" };
+    let secure = if secure(app, peer, headers) {
+        "; Secure"
+    } else {
+        ""
+    };
     let value = match token {
         Some(t) => format!(
             "{COOKIE}={t}; Path=/dashboard; HttpOnly; SameSite=Lax; Max-Age={}{secure}",

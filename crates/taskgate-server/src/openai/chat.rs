@@ -21,9 +21,9 @@ use super::{
 };
 use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
+use crate::body::JsonObject;
 use crate::envelope::Raw;
 use crate::executor::Told;
-use crate::body::JsonObject;
 use crate::v1::call::{Started, start_for};
 use crate::v1::tasks::{StreamEvent, follow_with};
 

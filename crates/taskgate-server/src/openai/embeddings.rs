@@ -15,8 +15,8 @@ use super::{
 };
 use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
-use crate::executor::Told;
 use crate::body::JsonObject;
+use crate::executor::Told;
 use crate::v1::call::start_for;
 
 pub(super) async fn create(

@@ -133,9 +133,13 @@ impl From<ApiError> for OpenAiError {
     fn from(e: ApiError) -> Self {
         // The call's own fields: `api` is the request's `model`, and input
         // fields have the names of the request's.
+        // An option was one of the request's own fields.
         let param = e.param.as_deref().map(|p| match p {
             "api" => "model",
-            p => p.strip_prefix("input.").unwrap_or(p),
+            p => p
+                .strip_prefix("input.options.")
+                .or_else(|| p.strip_prefix("input."))
+                .unwrap_or(p),
         });
         let message = match e.message.strip_prefix("input.") {
             Some(m) if e.code == "invalid_input" => m.to_owned(),

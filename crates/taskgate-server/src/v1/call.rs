@@ -16,11 +16,11 @@ use tokio::sync::oneshot;
 
 use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
+use crate::body::JsonObject;
 use crate::catalog::ApiEntry;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
 use crate::executor::Told;
-use crate::body::JsonObject;
 use crate::views::TaskView;
 
 const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];
@@ -338,6 +338,7 @@ fn parse(
         Some(v) => Some(check_sandbox(v)?),
     };
     let input_bytes = check_input(&entry, &input)?;
+    check_options(&entry, &input)?;
     Ok(CallRequest {
         entry,
         input,
@@ -462,6 +463,35 @@ pub(crate) fn check_sandbox(v: Value) -> ApiResult<SandboxControls> {
         outcome,
         error_code,
     })
+}
+
+/// The keys of `input.options` against the API's `allowed_options`: an
+/// option that may change what the provider charges (`service_tier`, …) is
+/// not passed on unless the operator allows it.
+fn check_options(entry: &ApiEntry, input: &Value) -> ApiResult<()> {
+    let Some(Value::Object(options)) = input.get("options") else {
+        return Ok(());
+    };
+    let Some(refused) = options.keys().find(|k| !entry.allowed_options.allows(k)) else {
+        return Ok(());
+    };
+    let allowed = match &entry.allowed_options {
+        crate::catalog::AllowedOptions::Only(keys) if keys.is_empty() => "none".to_owned(),
+        crate::catalog::AllowedOptions::Only(keys) => keys.join(", "),
+        crate::catalog::AllowedOptions::Any => String::new(),
+    };
+    Err(ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "unsupported_parameter",
+        format!(
+            "The option {:?} is not passed on to the API {}: it may change what the provider charges. \
+             Options this API takes: {allowed}. (An operator can allow more with catalog.apis.{}.allowed_options.)",
+            truncate(refused),
+            entry.spec.slug,
+            entry.spec.slug,
+        ),
+    )
+    .with_param(format!("input.options.{}", truncate(refused))))
 }
 
 /// `input` against the API's size limit and JSON Schema: every violation is

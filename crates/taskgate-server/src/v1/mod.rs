@@ -4,7 +4,6 @@ pub mod apis;
 pub mod call;
 pub mod tasks;
 
-
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 

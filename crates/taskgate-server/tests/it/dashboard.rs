@@ -1007,7 +1007,11 @@ async fn a_flood_of_sign_ins_gets_at_most_the_limit_checked() {
         .form(&[("email", "ada@example.com"), ("password", PASSWORD)]);
     let r = req.send().await.unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let after: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    let after: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((1..=60).contains(&after), "{after}");
     let _ = b.get("/dashboard/sign-in").await;
     app.stop().await;
@@ -1047,7 +1051,9 @@ async fn a_stranger_cannot_lock_a_user_out() {
         .map(|i| through_proxy(&app, "x-forwarded-for", &format!("203.0.113.{i}")))
         .collect();
     for attacker in &mut attackers {
-        let r = attacker.sign_in("ada@example.com", "guess guess guess").await;
+        let r = attacker
+            .sign_in("ada@example.com", "guess guess guess")
+            .await;
         assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     }
     // Each attacker that failed for the email is now refused for it, even
@@ -1099,7 +1105,11 @@ async fn only_the_named_forwarding_header_names_the_client() {
         let mut statuses = Vec::new();
         for i in 0..6 {
             let mut b = through_proxy(&app, spoofed, &spoof(i));
-            statuses.push(b.sign_in(&format!("n{i}@example.com"), "wrong").await.status);
+            statuses.push(
+                b.sign_in(&format!("n{i}@example.com"), "wrong")
+                    .await
+                    .status,
+            );
         }
         assert_eq!(
             statuses[3..],
@@ -1164,3 +1174,60 @@ async fn forwarded_host_and_proto_only_from_a_trusted_proxy() {
         app.stop().await;
     }
 }
+
+/// Issue 25: a user changes their own password with the current one; their
+/// other sessions end, this browser stays signed in; the old password no
+/// longer signs in. A wrong current password changes nothing and counts as
+/// a failed sign-in of the address.
+async fn users_change_their_own_password(backend: Backend) {
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| c.dashboard.sign_in_failures_per_minute = 3)
+        .start()
+        .await
+    else {
+        return;
+    };
+    user(&app, &app.account_id, "ada@example.com", "member").await;
+    let mut here = signed_in(&app, "ada@example.com").await;
+    let mut elsewhere = signed_in(&app, "ada@example.com").await;
+    let csrf = here.get("/dashboard/password").await.csrf();
+    const NEW: &str = "quiet orange harbour lamps";
+    let form = |current: &'static str, new: &'static str, confirm: &'static str| {
+        [
+            ("csrf", csrf.clone()),
+            ("current", current.to_owned()),
+            ("new", new.to_owned()),
+            ("confirm", confirm.to_owned()),
+        ]
+    };
+    async fn change(b: &mut Browser, fields: &[(&str, String)]) -> Page {
+        let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        b.post("/dashboard/password", &pairs).await
+    }
+    // Wrong current password, mismatch, too short: refused with a message.
+    let r = change(&mut here, &form("not my password", NEW, NEW)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text.contains("current password is wrong"), "{}", r.text);
+    let r = change(&mut here, &form(PASSWORD, NEW, "something else entirely")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = change(&mut here, &form(PASSWORD, "short", "short")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    // Without the CSRF token: 403.
+    let r = change(&mut here, &form(PASSWORD, NEW, NEW)[1..]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // Right: changed; this browser keeps a (new) session, the other's ended.
+    let r = change(&mut here, &form(PASSWORD, NEW, NEW)).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    assert!(r.set_cookie.is_some(), "a new session for this browser");
+    assert_eq!(here.get("/dashboard/keys").await.status, StatusCode::OK);
+    let r = elsewhere.get("/dashboard/keys").await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "the other session ended");
+    let r = Browser::new(&app)
+        .sign_in("ada@example.com", PASSWORD)
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "the old password");
+    let r = Browser::new(&app).sign_in("ada@example.com", NEW).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "the new one");
+    app.stop().await;
+}
+both!(users_change_their_own_password);

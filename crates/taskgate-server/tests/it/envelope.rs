@@ -81,7 +81,11 @@ async fn call_bodies_are_bounded_by_the_catalog_and_a_value_budget() {
     for api in apis.data()["items"].as_array().unwrap() {
         let slug = api["slug"].as_str().unwrap();
         let details = c.get(&format!("apis/{slug}")).await.expect(200);
-        largest = largest.max(details.data()["limits"]["max_input_bytes"].as_u64().unwrap());
+        largest = largest.max(
+            details.data()["limits"]["max_input_bytes"]
+                .as_u64()
+                .unwrap(),
+        );
     }
     let limit = largest as usize + 64 * 1024;
     assert!(limit < 5 * 1024 * 1024, "{limit}");
@@ -116,7 +120,10 @@ async fn call_bodies_are_bounded_by_the_catalog_and_a_value_budget() {
     }
     many.extend_from_slice(b"0]}}");
     assert!(many.len() < limit);
-    let r = c.post_raw("call", many).await.expect_error(400, "invalid_json");
+    let r = c
+        .post_raw("call", many)
+        .await
+        .expect_error(400, "invalid_json");
     let budget = (limit / 8).min(512 * 1024);
     assert!(
         r.text.contains(&format!("more than {budget} JSON values")),

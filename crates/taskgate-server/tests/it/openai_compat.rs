@@ -603,3 +603,56 @@ async fn test_keys_get_sandbox_answers_and_no_charges(backend: Backend) {
     app.stop().await;
 }
 both!(test_keys_get_sandbox_answers_and_no_charges);
+
+/// Issue 25: upstream options that may change the price (`service_tier`,
+/// `n`-like extras) are refused (`400 unsupported_parameter`, nothing sent,
+/// nothing stored) on both doors, unless the operator allows them with
+/// `catalog.apis.SLUG.allowed_options`; price-neutral ones pass as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_that_change_the_price_are_the_operators_to_allow() {
+    let (fake, base) = Fake::start().await;
+    fake.always(chat_completion("Hello!"));
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| {
+            chat_api(c, &base, false);
+            let mut open = c.catalog.apis["chat"].clone();
+            open.allowed_options = Some(vec!["*".to_owned()]);
+            open.model = Some("gpt-open".to_owned());
+            c.catalog.apis.insert("chat-open".to_owned(), open);
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let mut tier = hello();
+    tier["service_tier"] = json!("priority");
+    let r = post(&c, "chat/completions", tier.clone()).await;
+    let e = openai_error(&r, 400, "unsupported_parameter");
+    assert_eq!(e["param"], "service_tier");
+    let native = json!({"api": "chat", "input": {
+        "messages": [{"role": "user", "content": "hi"}],
+        "options": {"seed": 1, "service_tier": "priority"}
+    }});
+    let r = c
+        .call(native)
+        .await
+        .expect_error(400, "unsupported_parameter");
+    assert_eq!(r.body["error"]["param"], "input.options.service_tier");
+    assert!(r.text.contains("allowed_options"), "{}", r.text);
+    assert!(fake.seen.lock().is_empty(), "nothing reached the provider");
+    let tasks = c.get("tasks").await.expect(200);
+    assert_eq!(tasks.data()["items"], json!([]), "nothing stored");
+    // Price-neutral options pass.
+    let mut seeded = hello();
+    seeded["seed"] = json!(3);
+    assert_eq!(post(&c, "chat/completions", seeded).await.status, 200);
+    // Where the operator allows any option, it is passed on.
+    tier["model"] = json!("chat-open");
+    let r = post(&c, "chat/completions", tier).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let seen = fake.seen.lock().clone();
+    assert_eq!(seen.last().unwrap().2["service_tier"], "priority");
+    app.stop().await;
+}

@@ -60,13 +60,7 @@ impl SqliteStore {
             // commit that happens to cross a size (see `writer`).
             .pragma("wal_autocheckpoint", "0")
             .foreign_keys(true);
-        if let Some(dir) = options.get_filename().parent()
-            && !dir.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::InvalidUrl(format!("cannot create {}: {e}", dir.display()))
-            })?;
-        }
+        private_files(options.get_filename())?;
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options.clone())
@@ -101,6 +95,53 @@ impl SqliteStore {
             .await?;
         Ok(())
     }
+}
+
+/// The database holds inputs, outputs and password hashes: its directory is
+/// created `0700` and the database `0600` before SQLite opens it (SQLite
+/// gives its `-wal` and `-shm` files the database's mode). Files an older
+/// version left readable by others are made `0600`; a directory that exists
+/// is the operator's and keeps its mode.
+fn private_files(db: &std::path::Path) -> StoreResult<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if db.as_os_str().is_empty() || db == std::path::Path::new(":memory:") {
+        return Ok(());
+    }
+    let failed = |what: &std::path::Path, e: std::io::Error| {
+        StoreError::InvalidUrl(format!("cannot create {}: {e}", what.display()))
+    };
+    if let Some(dir) = db.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| failed(dir, e))?;
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(db)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(failed(db, e)),
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        let path = std::path::PathBuf::from(name);
+        if let Ok(meta) = std::fs::metadata(&path)
+            && meta.permissions().mode() & 0o077 != 0
+            && let Err(e) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        {
+            tracing::warn!(file = %path.display(), error = %e, "cannot make a database file private (0600)");
+        }
+    }
+    Ok(())
 }
 
 impl_store!(SqliteStore, "sqlite", STATEMENTS);

@@ -125,7 +125,7 @@ where
 }
 
 /// A name part unique across tests and processes: a fresh ULID, lowercased.
-fn unique_suffix() -> String {
+pub fn unique_suffix() -> String {
     let id = RequestId::new().to_string();
     id.trim_start_matches(RequestId::PREFIX)
         .to_ascii_lowercase()
