@@ -242,7 +242,7 @@ envelope!(ApiDetailsEnvelope, ApiDetails);
         (status = 200, description = "The finished task", body = TaskEnvelope),
         (status = 202, description = "Still running; poll Location", body = TaskEnvelope,
             headers(("Location" = String, description = "/api/v1/call/{id}"))),
-        (status = 400, description = "invalid_json, invalid_field, invalid_input, invalid_parameter", body = ErrorEnvelope),
+        (status = 400, description = "invalid_json, invalid_field, invalid_input, invalid_parameter, unsupported_parameter (an input option the API does not pass on)", body = ErrorEnvelope),
         (status = 401, description = "Authentication failed", body = ErrorEnvelope),
         (status = 403, description = "insufficient_permissions, account_suspended, usage_limit_exceeded", body = ErrorEnvelope),
         (status = 404, description = "api_not_found", body = ErrorEnvelope),
@@ -633,8 +633,16 @@ fn exact(doc: &mut Value) {
             add("403", "insufficient_permissions, account_suspended");
             add("429", "rate_limit_exceeded (with Retry-After)");
             add("500", "internal_error");
-            add("503", "service_unavailable, storage_unavailable");
-            if method == "post" && path == "/api/v1/call" {
+            let call = method == "post" && path == "/api/v1/call";
+            add(
+                "503",
+                if call {
+                    "service_unavailable, storage_unavailable, server_busy (too many large bodies at once; Retry-After)"
+                } else {
+                    "service_unavailable, storage_unavailable"
+                },
+            );
+            if call {
                 add("408", "request_timeout: the body did not arrive in time");
                 add("413", "payload_too_large");
             }
