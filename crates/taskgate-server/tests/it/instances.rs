@@ -627,7 +627,9 @@ async fn limits_hold_on_a_redis_cluster() {
     drop(cluster);
 }
 
-/// A plan's `max_running_tasks` holds over all instances: a backlog of one
+/// A plan's cap of running tasks (here of test tasks,
+/// `max_running_test_tasks`; the live cap is counted by the same store
+/// query) holds over all instances: a backlog of one
 /// account's tasks spread over three never has more than the cap running at
 /// once, reaches it, and every task ends succeeded; tasks found at the cap
 /// start when one ends on another instance.
@@ -641,7 +643,8 @@ async fn the_running_tasks_cap_holds_across_instances() {
             PlanLimits {
                 per_minute: None,
                 per_day: None,
-                max_running_tasks: Some(3),
+                max_running_tasks: Some(8),
+                max_running_test_tasks: Some(3),
             },
         );
     };
