@@ -90,11 +90,12 @@ async fn a_cancel_on_one_instance_stops_the_execution_on_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_call_returns_when_its_task_ends_on_another_instance() {
-    // A has one worker, kept busy, and waits 15 s before answering 202: its
-    // call can only be run by B, and only B's notice can answer it in time.
+    // A has one worker of test tasks, kept busy, and waits 15 s before
+    // answering 202: its test call can only be run by B, and only B's
+    // notice can answer it in time.
     let Some(a) = TestApp::builder(Backend::Postgres)
         .config(|c| {
-            c.workers = 1;
+            c.test_workers = Some(1);
             c.sync_wait_ms = 15_000;
         })
         .start()
@@ -123,8 +124,7 @@ async fn a_sync_call_returns_when_its_task_ends_on_another_instance() {
     }
 
     let started = Instant::now();
-    let r = a
-        .client(&a.live)
+    let r = test_on_a
         .call(json!({"api": "sentiment", "input": {"text": "I love it"}}))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);

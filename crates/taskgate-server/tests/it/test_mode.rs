@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use taskgate_core::{KeyType, TaskId, Timestamp};
-use taskgate_server::config::ApiOverride;
+use taskgate_server::config::{ApiOverride, PlanLimits};
 
 use crate::utils::{Backend, TestApp, TestClient, both};
 
@@ -37,17 +37,27 @@ async fn start(c: &TestClient) -> String {
     r.data()["id"].as_str().unwrap().to_owned()
 }
 
-/// The attack of issue 25: a free account's test key fills what it may run
-/// with slow sandbox tasks. Its test cap (a quarter of the live cap of 8,
-/// at least 2) holds its third test task `queued`; its live calls still run
-/// at once, on a live worker test tasks cannot take (one live worker here,
-/// three for test tasks). Another account's test tasks wait only for the
-/// test workers.
+/// The attack of issue 25: an account's test key fills what it may run
+/// with slow sandbox tasks. Its test cap (by default a quarter of the live
+/// cap, at least 2) holds its third test task `queued`; its live calls
+/// still run at once: the running test tasks do not count against the live
+/// cap (2 here, so they would fill it), and test tasks cannot take the live
+/// worker (one here, three for test tasks). Another account's test tasks
+/// wait only for the test workers.
 async fn test_tasks_at_their_cap_never_delay_live_ones(backend: Backend) {
     let Some(app) = TestApp::builder(backend)
         .config(|c| {
             c.workers = 1;
             c.test_workers = Some(3);
+            c.plans.insert(
+                "small".parse().unwrap(),
+                PlanLimits {
+                    per_minute: None,
+                    per_day: None,
+                    max_running_tasks: Some(2),
+                    max_running_test_tasks: None,
+                },
+            );
             c.catalog.apis.insert(
                 "sentiment".to_owned(),
                 ApiOverride {
@@ -56,7 +66,7 @@ async fn test_tasks_at_their_cap_never_delay_live_ones(backend: Backend) {
                 },
             );
         })
-        .plan("free")
+        .plan("small")
         .start()
         .await
     else {
@@ -86,7 +96,7 @@ async fn test_tasks_at_their_cap_never_delay_live_ones(backend: Backend) {
 
     // Another account's test task takes the last test worker; its next one
     // waits for a test worker, while its live call runs.
-    let other = app.create_account("free").await;
+    let other = app.create_account("small").await;
     let other_test = app.client(&app.create_key(&other, KeyType::Test).await);
     let other_live = app.client(&app.create_key(&other, KeyType::Live).await);
     let other_running = start(&other_test).await;
