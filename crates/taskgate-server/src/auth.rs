@@ -38,7 +38,8 @@ pub struct Principal {
     pub allowed_apis: Option<Arc<ApiList>>,
     pub account_id: AccountId,
     pub monthly_spend_limit_micros: Option<i64>,
-    /// The plan's cap of the account's running tasks (`None`: no cap).
+    /// The plan's cap of the account's running tasks of this key's mode
+    /// (`None`: no cap): test tasks have a cap of their own.
     pub max_running_tasks: Option<u32>,
 }
 
@@ -216,7 +217,7 @@ async fn check(
         allowed_apis: key.allowed_apis.clone().map(Arc::new),
         account_id: account.id,
         monthly_spend_limit_micros: account.monthly_spend_limit_micros,
-        max_running_tasks: limits.max_running_tasks,
+        max_running_tasks: limits.running_cap(key.key_type.mode()),
     };
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use taskgate_core::{PlanName, RunnerId};
+use taskgate_core::{Mode, PlanName, RunnerId};
 use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, TargetConfig};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,10 +34,19 @@ pub struct Config {
     /// Ended tasks older than this many days are deleted (every ten
     /// minutes, oldest first); 0 keeps every task.
     pub task_retention_days: u32,
+    /// Ended test-mode tasks older than this many days are deleted, input
+    /// and output with them (test keys cost nothing, so nothing else bounds
+    /// what they store); 0: they are kept as `task_retention_days` says.
+    /// The shorter of the two holds for test tasks.
+    pub test_task_retention_days: u32,
     /// Largest request body.
     pub max_body_bytes: usize,
-    /// Tasks executed at once by this instance.
+    /// Live tasks executed at once by this instance.
     pub workers: usize,
+    /// Test-mode tasks executed at once by this instance, on workers of
+    /// their own, so that test tasks never take a live task's worker.
+    /// Absent: a quarter of `workers`, at least 2.
+    pub test_workers: Option<usize>,
     /// Failed authentications per minute from one address before it gets 429.
     pub auth_failures_per_minute: u32,
     /// Reverse proxies (addresses or CIDR blocks) whose forwarding headers
@@ -73,7 +82,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 24] = [
+    pub const KEYS: [&'static str; 26] = [
         "listen",
         "database_url",
         "redis_url",
@@ -83,8 +92,10 @@ impl Config {
         "shutdown_grace_ms",
         "task_lease_ms",
         "task_retention_days",
+        "test_task_retention_days",
         "max_body_bytes",
         "workers",
+        "test_workers",
         "auth_failures_per_minute",
         "trusted_proxies",
         "client_ip_header",
@@ -108,11 +119,33 @@ impl PlanLimits {
         per_minute: Some(0),
         per_day: Some(0),
         max_running_tasks: Some(1),
+        max_running_test_tasks: Some(1),
     };
 
     /// The limits of `plan`, or [`PlanLimits::REMOVED`].
     pub fn of(plans: &BTreeMap<PlanName, PlanLimits>, plan: &PlanName) -> PlanLimits {
         plans.get(plan).copied().unwrap_or(Self::REMOVED)
+    }
+
+    /// The cap of an account's running tasks of `mode` (`None`: no cap).
+    /// Test mode's, unless set, is a quarter of the live cap, at least 2;
+    /// under no live cap, no test cap either (test tasks are then held only
+    /// by `test_workers`, shared by turns with other accounts' test tasks).
+    pub fn running_cap(&self, mode: Mode) -> Option<u32> {
+        match mode {
+            Mode::Live => self.max_running_tasks,
+            Mode::Test => self
+                .max_running_test_tasks
+                .or(self.max_running_tasks.map(|live| (live / 4).max(2))),
+        }
+    }
+}
+
+impl Config {
+    /// Workers of test-mode tasks: `test_workers`, or a quarter of
+    /// `workers`, at least 2.
+    pub fn test_workers(&self) -> usize {
+        self.test_workers.unwrap_or((self.workers / 4).max(2))
     }
 }
 
@@ -233,10 +266,15 @@ pub struct PlanLimits {
     pub per_minute: Option<u32>,
     /// Requests per UTC day; absent means unlimited.
     pub per_day: Option<u32>,
-    /// Tasks of one account running at once on one instance; more wait
-    /// `queued`. Absent means no cap.
+    /// Live tasks of one account running at once, over every instance
+    /// sharing the store; more wait `queued`. Absent means no cap.
     #[serde(default)]
     pub max_running_tasks: Option<u32>,
+    /// Test-mode tasks of one account running at once, counted and queued
+    /// apart from its live ones, so that they never delay a live task.
+    /// Absent: see [`PlanLimits::running_cap`].
+    #[serde(default)]
+    pub max_running_test_tasks: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -317,6 +355,7 @@ impl Default for Config {
                 per_minute: Some(60),
                 per_day: Some(1_000),
                 max_running_tasks: Some(8),
+                max_running_test_tasks: None,
             },
         );
         plans.insert(
@@ -325,6 +364,7 @@ impl Default for Config {
                 per_minute: Some(300),
                 per_day: Some(50_000),
                 max_running_tasks: Some(64),
+                max_running_test_tasks: None,
             },
         );
         plans.insert(
@@ -333,6 +373,7 @@ impl Default for Config {
                 per_minute: None,
                 per_day: None,
                 max_running_tasks: None,
+                max_running_test_tasks: None,
             },
         );
         Self {
@@ -344,9 +385,11 @@ impl Default for Config {
             sync_wait_ms: 30_000,
             shutdown_grace_ms: 30_000,
             task_retention_days: 0,
+            test_task_retention_days: 7,
             task_lease_ms: 30_000,
             max_body_bytes: 10 * 1024 * 1024,
             workers: 256,
+            test_workers: None,
             auth_failures_per_minute: 30,
             trusted_proxies: Vec::new(),
             client_ip_header: Default::default(),
@@ -392,6 +435,12 @@ impl Config {
             0,
             36_500,
         )?;
+        in_range(
+            "test_task_retention_days",
+            self.test_task_retention_days.into(),
+            0,
+            36_500,
+        )?;
         in_range("task_lease_ms", self.task_lease_ms, 3_000, HOUR_MS)?;
         in_range(
             "database.max_connections",
@@ -414,6 +463,9 @@ impl Config {
         in_range("database.retries", self.database.retries.into(), 0, 100)?;
         in_range("max_body_bytes", self.max_body_bytes as u64, 1024, 1 << 30)?;
         in_range("workers", self.workers as u64, 1, 100_000)?;
+        if let Some(n) = self.test_workers {
+            in_range("test_workers", n as u64, 1, 100_000)?;
+        }
         in_range(
             "auth_failures_per_minute",
             self.auth_failures_per_minute.into(),
@@ -441,6 +493,14 @@ impl Config {
             if let Some(n) = plan.max_running_tasks {
                 in_range(
                     &format!("plans.{name}.max_running_tasks"),
+                    n.into(),
+                    1,
+                    1_000_000,
+                )?;
+            }
+            if let Some(n) = plan.max_running_test_tasks {
+                in_range(
+                    &format!("plans.{name}.max_running_test_tasks"),
                     n.into(),
                     1,
                     1_000_000,
@@ -673,10 +733,51 @@ mod tests {
     }
 
     #[test]
+    fn test_caps_default_to_a_quarter_of_the_live_cap_at_least_two() {
+        let c = Config::default();
+        let cap = |plan: &str, mode| c.plans[&plan.parse::<PlanName>().unwrap()].running_cap(mode);
+        assert_eq!(cap("free", Mode::Live), Some(8));
+        assert_eq!(cap("free", Mode::Test), Some(2));
+        assert_eq!(cap("pro", Mode::Test), Some(16));
+        assert_eq!(
+            cap("enterprise", Mode::Test),
+            None,
+            "no live cap, no test cap"
+        );
+        let set = PlanLimits {
+            max_running_test_tasks: Some(5),
+            ..PlanLimits::REMOVED
+        };
+        assert_eq!(set.running_cap(Mode::Test), Some(5));
+        assert_eq!(set.running_cap(Mode::Live), Some(1));
+        assert_eq!(PlanLimits::REMOVED.running_cap(Mode::Test), Some(1));
+        assert_eq!(c.test_workers(), 64);
+        let small = Config {
+            workers: 3,
+            ..Default::default()
+        };
+        assert_eq!(small.test_workers(), 2);
+        refused(
+            |c| {
+                c.plans
+                    .values_mut()
+                    .for_each(|p| p.max_running_test_tasks = Some(0));
+            },
+            ".max_running_test_tasks",
+        );
+        refused(|c| c.test_workers = Some(0), "test_workers");
+        refused(
+            |c| c.test_task_retention_days = 36_501,
+            "test_task_retention_days",
+        );
+    }
+
+    #[test]
     fn zero_means_off_where_documented() {
         let c = Config {
             sync_wait_ms: 0,
             auth_failures_per_minute: 0,
+            test_task_retention_days: 0,
             ..Default::default()
         };
         c.validate().unwrap();

@@ -1,4 +1,6 @@
-//! The executor: a bounded pool of workers fed from the store.
+//! The executor: bounded pools of workers fed from the store, one for live
+//! tasks and one for test tasks (`fair.rs`: test tasks never take a live
+//! task's worker, nor count against its cap).
 //!
 //! A task is stored before it runs. When a worker is free at once, it is
 //! stored already claimed by that worker and runs straight away. Otherwise it
@@ -24,19 +26,19 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use taskgate_core::task::error_code;
 use taskgate_core::{
-    AccountId, AttemptOutcome, Attempts, Mode, PlanName, RunnerId, SandboxOutcome, TaskError,
-    TaskId, TaskStatus, Timestamp,
+    AttemptOutcome, Attempts, Mode, PlanName, RunnerId, SandboxOutcome, TaskError, TaskId,
+    TaskStatus, Timestamp,
 };
 use taskgate_providers::{Attempt, ExecContext, ExecError, Execution, LocalClock};
 use taskgate_store::prelude::*;
 use taskgate_store::{Claim, StoreResult, TaskEnd, TaskFinish, TaskRecord};
-use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::catalog::{ApiEntry, Catalog};
 use crate::config::PlanLimits;
-use crate::fair::Fair;
+use crate::fair::{Fair, Lane, Workers};
 use crate::streams::Streams;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -64,12 +66,12 @@ pub struct Executor {
     /// How long a claim holds without renewal: a task whose instance died
     /// is taken back this long after its last renewal.
     lease_ms: i64,
-    permits: Arc<Semaphore>,
-    /// Queued tasks by account, taking turns within each plan's cap.
+    /// Queued tasks by account and mode, taking turns within each plan's
+    /// caps; and the workers of each mode, busy or free.
     fair: Fair,
     /// Wakes the dispatcher: a task was queued or one ended.
     wake: Notify,
-    /// Each plan's cap of an account's running tasks.
+    /// Each plan's caps of an account's running tasks.
     plans: BTreeMap<PlanName, PlanLimits>,
     /// Ids this instance is handling now, so the poller does not claim twice.
     inflight: Mutex<HashSet<TaskId>>,
@@ -86,7 +88,7 @@ impl Executor {
         store: Arc<dyn Store>,
         catalog: Arc<Catalog>,
         runner: RunnerId,
-        workers: usize,
+        workers: Workers,
         plans: BTreeMap<PlanName, PlanLimits>,
         redis: Option<Arc<crate::redis::Redis>>,
         lease: Duration,
@@ -105,8 +107,7 @@ impl Executor {
             catalog,
             runner,
             lease_ms: lease.as_millis().clamp(300, i64::MAX as u128) as i64,
-            permits: Arc::new(Semaphore::new(workers)),
-            fair: Fair::default(),
+            fair: Fair::new(workers),
             wake: Notify::new(),
             plans,
             inflight: Mutex::new(HashSet::new()),
@@ -168,21 +169,21 @@ impl Executor {
         }
     }
 
-    /// Asks for queued task `id` of `account` to run soon, in its turn.
-    pub fn submit(&self, id: TaskId, account: AccountId) {
-        if !self.inflight.lock().contains(&id) && self.fair.push(account, id) {
+    /// Asks for queued task `id` of `lane` to run soon, in its turn.
+    fn submit(&self, id: TaskId, lane: Lane) {
+        if !self.inflight.lock().contains(&id) && self.fair.push(lane, id) {
             self.wake.notify_one();
         }
     }
 
-    /// A task of `account` that counted as running has ended: its account
-    /// and a worker are free for the next.
-    fn ended(&self, account: AccountId) {
+    /// A task of `lane` that counted as running has ended: its lane and a
+    /// worker are free for the next.
+    fn ended(&self, lane: Lane) {
         // The dispatcher is woken only if a task waits for it: at each end
         // it was a wake-up of another task, often of the other worker too,
         // for nothing (bench/RESULTS.md). A task queued after this looks
         // wakes it itself (`submit`).
-        if self.fair.done(account) {
+        if self.fair.done(lane) {
             self.wake.notify_one();
         }
     }
@@ -265,14 +266,19 @@ impl Executor {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
     }
 
-    /// Starts queued tasks as workers free up, accounts taking turns
-    /// within their plans' caps. The store is polled too, so tasks queued
-    /// before a restart (or by another instance) are found.
+    /// Starts queued tasks as workers free up, lanes taking turns within
+    /// their plans' caps. The store is polled too, so tasks queued before a
+    /// restart (or by another instance) are found.
     async fn dispatch(self: Arc<Self>) {
         let mut poll = tokio::time::interval(POLL_EVERY);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ticks = 0u64;
         loop {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            // A task may start when its lane is under its cap and a worker
+            // of its mode is free; each end wakes this if a task waits.
             while !self.fair.has_runnable() {
                 tokio::select! {
                     _ = self.shutdown.cancelled() => return,
@@ -292,24 +298,19 @@ impl Executor {
                     }
                 }
             }
-            let permit = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                p = self.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            };
-            // Taken while the worker was awaited: the turn may have changed.
-            let Some((id, account)) = self.fair.next() else {
+            // Taken meanwhile (a task started at once): the turn may have changed.
+            let Some((id, lane)) = self.fair.next() else {
                 continue;
             };
             if !self.inflight.lock().insert(id) {
-                self.ended(account);
+                self.ended(lane);
                 continue;
             }
             let me = self.clone();
             self.tracker.spawn(async move {
-                me.run(id, account).await;
+                me.run(id, lane).await;
                 me.inflight.lock().remove(&id);
-                drop(permit);
-                me.ended(account);
+                me.ended(lane);
             });
         }
     }
@@ -323,13 +324,14 @@ impl Executor {
                 return;
             }
         };
-        for (id, account) in queued {
+        for (id, account, mode) in queued {
             if self.inflight.lock().contains(&id) || self.fair.is_queued(id) {
                 continue;
             }
-            if !self.fair.knows_cap(account) {
+            let lane = Lane::new(account, mode);
+            if !self.fair.knows_cap(lane) {
                 let cap = match self.store.get_account(account).await {
-                    Ok(Some(a)) => self.cap_of(&a.plan),
+                    Ok(Some(a)) => self.cap_of(&a.plan, mode),
                     // Unknown account or plan: one task at a time.
                     Ok(None) => Some(1),
                     Err(e) => {
@@ -337,16 +339,16 @@ impl Executor {
                         continue;
                     }
                 };
-                self.fair.set_cap(account, cap);
+                self.fair.set_cap(lane, cap);
             }
-            self.submit(id, account);
+            self.submit(id, lane);
         }
     }
 
-    /// A plan's cap of running tasks.
-    fn cap_of(&self, plan: &PlanName) -> Option<usize> {
+    /// A plan's cap of running tasks of `mode`.
+    fn cap_of(&self, plan: &PlanName, mode: Mode) -> Option<usize> {
         PlanLimits::of(&self.plans, plan)
-            .max_running_tasks
+            .running_cap(mode)
             .map(|n| n as usize)
     }
 
@@ -409,7 +411,8 @@ impl Executor {
     /// and the dispatcher runs it when a worker frees up. Returns the task as
     /// stored.
     ///
-    /// `max_running` is the account's plan's cap of running tasks. `told`
+    /// `max_running` is the account's plan's cap of running tasks of the
+    /// task's mode (test tasks have a cap of their own). `told`
     /// says when the caller tells anyone of the task: one told of only at its
     /// end is stored claimed without waiting for durability (its end's
     /// durable commit covers both writes).
@@ -419,8 +422,10 @@ impl Executor {
         max_running: Option<u32>,
         told: Told,
     ) -> StoreResult<TaskRecord> {
-        self.fair
-            .set_cap(task.account_id, max_running.map(|n| n as usize));
+        self.fair.set_cap(
+            Lane::new(task.account_id, task.mode),
+            max_running.map(|n| n as usize),
+        );
         // If the caller goes away (a client hanging up drops its handler), a
         // task already stored must still get run: what is not done in one go
         // here goes on in a task of its own. Most often it is done in one go
@@ -442,21 +447,19 @@ impl Executor {
         task: TaskRecord,
         told: Told,
     ) -> StoreResult<TaskRecord> {
-        let account = task.account_id;
-        // A worker free at once, and the account under its cap with nothing
-        // of its own waiting: start now. Else wait in the account's turn.
-        let permit = match self.permits.clone().try_acquire_owned() {
-            Ok(permit) if self.fair.try_start(account) => permit,
-            _ => {
-                self.store.insert_task(&task).await?;
-                self.submit(task.id, account);
-                return Ok(task);
-            }
-        };
+        let lane = Lane::new(task.account_id, task.mode);
+        // A worker of its mode free at once, and the lane under its cap
+        // with nothing of its own waiting: start now. Else wait in the
+        // lane's turn.
+        if !self.fair.try_start(lane) {
+            self.store.insert_task(&task).await?;
+            self.submit(task.id, lane);
+            return Ok(task);
+        }
         let now = task.created_at;
         // With a cap, the store checks it over every instance's tasks; at
         // the cap the task is stored queued instead.
-        let cap = self.fair.cap(account);
+        let cap = self.fair.cap(lane);
         let unclaimed = cap.is_some().then(|| task.clone());
         let task = task.claimed(&self.runner, now, now.plus_ms(self.lease_ms))?;
         let token = CancellationToken::new();
@@ -472,15 +475,14 @@ impl Executor {
         if !matches!(stored, Ok(true)) {
             self.running.lock().remove(&task.id);
             self.inflight.lock().remove(&task.id);
-            drop(permit);
-            self.fair.done(account);
+            self.fair.done(lane);
             if let Err(e) = stored {
                 self.wake.notify_one();
                 return Err(e);
             }
             let queued = unclaimed.expect("only a capped insert is refused");
             self.store.insert_task(&queued).await?;
-            self.fair.block(account, queued.id);
+            self.fair.block(lane, queued.id);
             self.wake.notify_one();
             return Ok(queued);
         }
@@ -490,13 +492,12 @@ impl Executor {
             let id = claimed.id;
             me.execute_claimed(claimed, token).await;
             me.inflight.lock().remove(&id);
-            drop(permit);
-            me.ended(account);
+            me.ended(lane);
         });
         Ok(task)
     }
 
-    async fn run(&self, id: TaskId, account: AccountId) {
+    async fn run(&self, id: TaskId, lane: Lane) {
         // The token is registered before the claim: a cancel that lands right
         // after the claim commits must find it, or the execution would go on
         // (holding a worker) until its result is dropped.
@@ -504,17 +505,25 @@ impl Executor {
         self.running.lock().insert(id, token.clone());
         let now = Timestamp::now();
         let lease_until = now.plus_ms(self.lease_ms);
-        let claimed = match self.fair.cap(account) {
+        let claimed = match self.fair.cap(lane) {
             Some(cap) => self
                 .store
-                .claim_task_capped(id, account, &self.runner, now, lease_until, cap as u32)
+                .claim_task_capped(
+                    id,
+                    lane.account,
+                    lane.mode,
+                    &self.runner,
+                    now,
+                    lease_until,
+                    cap as u32,
+                )
                 .await
                 .map(|claim| match claim {
                     Claim::Claimed(task) => Some(*task),
                     Claim::Gone => None,
                     Claim::AtCap => {
-                        // Other instances run the account's cap: wait for an end.
-                        self.fair.block(account, id);
+                        // Other instances run the lane's cap: wait for an end.
+                        self.fair.block(lane, id);
                         None
                     }
                 }),

@@ -169,7 +169,10 @@ pub async fn start_with_env(
         store.clone(),
         catalog.clone(),
         runner,
-        config.workers,
+        fair::Workers {
+            live: config.workers,
+            test: config.test_workers(),
+        },
         config.plans.clone(),
         redis.clone(),
         Duration::from_millis(config.task_lease_ms),
@@ -303,17 +306,23 @@ async fn flush_once(state: &AppState) {
 /// Request counts are kept 35 days (the Usage page shows 30).
 const REQUEST_COUNTS_KEPT_MS: i64 = 35 * 86_400_000;
 
-/// Ended tasks past `task_retention_days`, in slices of [`PURGE_SLICE`] (a
-/// short write each, so the hot path's writes are not held up), at most
-/// for [`PURGE_BUDGET`] per round: what is left goes in the next round.
-async fn purge_tasks(state: &AppState, now: taskgate_core::Timestamp) {
+/// Ended tasks past `days` (of `only` that mode, or every mode), in slices
+/// of [`PURGE_SLICE`] (a short write each, so the hot path's writes are
+/// not held up), at most for [`PURGE_BUDGET`] per round: what is left goes
+/// in the next round.
+async fn purge_tasks(
+    state: &AppState,
+    now: taskgate_core::Timestamp,
+    days: u32,
+    only: Option<taskgate_core::Mode>,
+) {
     const PURGE_SLICE: i64 = 1_000;
     const PURGE_BUDGET: Duration = Duration::from_secs(60);
-    let cutoff = now.minus_ms(i64::from(state.config.task_retention_days) * 86_400_000);
+    let cutoff = now.minus_ms(i64::from(days) * 86_400_000);
     let started = std::time::Instant::now();
     let mut purged = 0;
     while started.elapsed() < PURGE_BUDGET {
-        match state.store.purge_tasks(cutoff, PURGE_SLICE).await {
+        match state.store.purge_tasks(cutoff, only, PURGE_SLICE).await {
             Ok(n) => {
                 purged += n;
                 if n < PURGE_SLICE as u64 {
@@ -328,7 +337,8 @@ async fn purge_tasks(state: &AppState, now: taskgate_core::Timestamp) {
         tokio::task::yield_now().await;
     }
     if purged > 0 {
-        tracing::info!(purged, "tasks past their retention deleted");
+        let mode = only.map_or("any", |m| m.as_str());
+        tracing::info!(purged, mode, "tasks past their retention deleted");
     }
 }
 
@@ -345,8 +355,18 @@ async fn purge_once(state: &AppState) {
     if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
         tracing::warn!(error = %e, "cannot purge ended sessions");
     }
-    if state.config.task_retention_days > 0 {
-        purge_tasks(state, now).await;
+    let c = &state.config;
+    if c.task_retention_days > 0 {
+        purge_tasks(state, now, c.task_retention_days, None).await;
+    }
+    // Test tasks cost nothing, so only their retention bounds what they
+    // store (a chat input is up to 4 MiB): they go after their own
+    // retention when it is the shorter.
+    if c.test_task_retention_days > 0
+        && (c.task_retention_days == 0 || c.test_task_retention_days < c.task_retention_days)
+    {
+        let test = Some(taskgate_core::Mode::Test);
+        purge_tasks(state, now, c.test_task_retention_days, test).await;
     }
     // The in-memory limiter forgets accounts idle for a day (Redis expires
     // its keys by itself).

@@ -631,6 +631,7 @@ mod tests {
         per_minute: Some(3),
         per_day: Some(5),
         max_running_tasks: None,
+        max_running_test_tasks: None,
     };
 
     #[test]
@@ -695,6 +696,7 @@ mod tests {
                 per_minute: None,
                 per_day: None,
                 max_running_tasks: None,
+                max_running_test_tasks: None,
             },
             0,
         );

@@ -187,26 +187,37 @@ pub trait TaskStore: Send + Sync {
         lease_until: Timestamp,
     ) -> StoreResult<Option<TaskRecord>>;
     /// Stores `task`, already claimed (`running`), only while its account
-    /// has fewer than `max_running` running tasks in the whole store (every
-    /// instance's): `false`, and nothing stored, at the cap. Callers on
-    /// several instances at once never overshoot it.
+    /// has fewer than `max_running` running tasks of the task's mode in the
+    /// whole store (every instance's): `false`, and nothing stored, at the
+    /// cap. Live and test tasks are counted apart (each mode has its own
+    /// cap). Callers on several instances at once never overshoot it.
     async fn insert_running_capped(&self, task: &TaskRecord, max_running: u32)
     -> StoreResult<bool>;
-    /// [`TaskStore::claim_task`], only while `account` (the task's) has
-    /// fewer than `max_running` running tasks in the whole store.
+    /// [`TaskStore::claim_task`], only while `account` has fewer than
+    /// `max_running` running tasks of `mode` in the whole store (`account`
+    /// and `mode` are the task's).
+    #[allow(clippy::too_many_arguments)]
     async fn claim_task_capped(
         &self,
         id: TaskId,
         account: AccountId,
+        mode: Mode,
         runner: &RunnerId,
         now: Timestamp,
         lease_until: Timestamp,
         max_running: u32,
     ) -> StoreResult<Claim>;
     /// Deletes up to `limit` ended tasks (succeeded, failed, cancelled)
-    /// created before `created_before`, oldest first; how many. For
-    /// `task_retention_days`: called again while it deletes `limit`.
-    async fn purge_tasks(&self, created_before: Timestamp, limit: i64) -> StoreResult<u64>;
+    /// created before `created_before`, oldest first, of every mode or of
+    /// `only` that one; how many. For `task_retention_days` (every mode) and
+    /// `test_task_retention_days` (test tasks): called again while it
+    /// deletes `limit`.
+    async fn purge_tasks(
+        &self,
+        created_before: Timestamp,
+        only: Option<Mode>,
+        limit: i64,
+    ) -> StoreResult<u64>;
     /// [`Transition::Succeed`] or [`Transition::Fail`] (by `finish.status`;
     /// any other status is [`StoreError::Forbidden`]), only if the task is
     /// still running (a cancelled task's late result is dropped). Adds
@@ -230,14 +241,16 @@ pub trait TaskStore: Send + Sync {
     -> StoreResult<bool>;
     /// Ids of queued tasks, oldest first.
     async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<TaskId>>;
-    /// Queued tasks with their accounts, taking turns: every account's
-    /// oldest, then every account's second oldest, …, at most `per_account`
-    /// of one account and `limit` in all. What fair dispatch reads.
+    /// Queued tasks with their accounts and modes, taking turns: the oldest
+    /// of every account's live tasks and of its test tasks, then the second
+    /// oldest of each, …, at most `per_lane` of one account's tasks of one
+    /// mode and `limit` in all. What fair dispatch reads: a backlog of test
+    /// tasks never hides the account's live ones.
     async fn queued_tasks(
         &self,
-        per_account: i64,
+        per_lane: i64,
         limit: i64,
-    ) -> StoreResult<Vec<(TaskId, AccountId)>>;
+    ) -> StoreResult<Vec<(TaskId, AccountId, Mode)>>;
     /// Extends the leases of those of `ids` that `runner` is running: the
     /// tasks it is executing now, so a task whose execution was lost stops
     /// being renewed and the sweeper ends it.
@@ -359,7 +372,7 @@ pub enum Claim {
     Claimed(Box<TaskRecord>),
     /// Not queued any more: claimed elsewhere, or cancelled.
     Gone,
-    /// Still queued: its account has its cap of running tasks.
+    /// Still queued: its account has its cap of running tasks of its mode.
     AtCap,
 }
 

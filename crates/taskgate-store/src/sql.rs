@@ -36,15 +36,29 @@ pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST(
      key_id, idempotency_key, timeout_ms, sandbox, events, attempts, created_at, started_at, \
      completed_at, runner, lease_until, reserved_micros";
 
-/// An account's running tasks, everywhere: `$1` account (partial index
-/// `tasks_running_account`).
+/// An account's running tasks of one mode, everywhere: `$1` account, `$2`
+/// mode (partial index `tasks_running_lane`).
 pub const COUNT_RUNNING: &str =
-    "SELECT COUNT(*) FROM tasks WHERE account_id = $1 AND status = 'running'";
+    "SELECT COUNT(*) FROM tasks WHERE account_id = $1 AND mode = $2 AND status = 'running'";
 
 /// Up to `$2` ended tasks with ids below `$1` (created before its time),
 /// oldest first: the primary key's order is creation order.
 pub const PURGE_TASKS: &str = "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE id < $1 \
      AND status IN ('succeeded', 'failed', 'cancelled') ORDER BY id LIMIT $2)";
+
+/// [`PURGE_TASKS`] of test tasks only. The mode is written, not bound, so
+/// that both planners take the partial index `tasks_test`: live tasks kept
+/// for ever are not read on every round.
+pub const PURGE_TEST_TASKS: &str = "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks \
+     WHERE mode = 'test' AND id < $1 AND status IN ('succeeded', 'failed', 'cancelled') \
+     ORDER BY id LIMIT $2)";
+
+/// [`PURGE_TASKS`] of live tasks only (no index of its own: what
+/// `task_retention_days` deletes first is the oldest, at the primary key's
+/// start).
+pub const PURGE_LIVE_TASKS: &str = "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks \
+     WHERE mode = 'live' AND id < $1 AND status IN ('succeeded', 'failed', 'cancelled') \
+     ORDER BY id LIMIT $2)";
 
 pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
@@ -113,7 +127,8 @@ pub struct Statements {
     pub interrupt: String,
     /// Queued ids, oldest first: `$1` limit.
     pub queued_ids: String,
-    /// Queued ids and accounts by turn: `$1` per account, `$2` limit.
+    /// Queued ids, accounts and modes by turn: `$1` per account and mode,
+    /// `$2` limit.
     pub queued_by_turn: String,
     /// `$1` attempts, `$2` id, only of a cancelled task.
     pub cancelled_attempts: String,
@@ -169,8 +184,8 @@ impl Statements {
                 status_in(&[TaskStatus::Queued])
             ),
             queued_by_turn: format!(
-                "SELECT id, account_id FROM (SELECT id, account_id, ROW_NUMBER() OVER \
-                 (PARTITION BY account_id ORDER BY id) AS turn FROM tasks WHERE {}) queued \
+                "SELECT id, account_id, mode FROM (SELECT id, account_id, mode, ROW_NUMBER() OVER \
+                 (PARTITION BY account_id, mode ORDER BY id) AS turn FROM tasks WHERE {}) queued \
                  WHERE turn <= $1 ORDER BY turn, id LIMIT $2",
                 status_in(&[TaskStatus::Queued])
             ),
@@ -597,9 +612,15 @@ macro_rules! impl_store {
             async fn purge_tasks(
                 &self,
                 created_before: taskgate_core::Timestamp,
+                only: Option<taskgate_core::Mode>,
                 limit: i64,
             ) -> $crate::StoreResult<u64> {
-                let r = sqlx::query($crate::sql::PURGE_TASKS)
+                let sql = match only {
+                    None => $crate::sql::PURGE_TASKS,
+                    Some(taskgate_core::Mode::Test) => $crate::sql::PURGE_TEST_TASKS,
+                    Some(taskgate_core::Mode::Live) => $crate::sql::PURGE_LIVE_TASKS,
+                };
+                let r = sqlx::query(sql)
                     .bind(taskgate_core::TaskId::floor(created_before))
                     .bind(limit)
                     .execute(self.writer())
@@ -611,13 +632,14 @@ macro_rules! impl_store {
                 &self,
                 id: taskgate_core::TaskId,
                 account: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
                 runner: &taskgate_core::RunnerId,
                 now: taskgate_core::Timestamp,
                 lease_until: taskgate_core::Timestamp,
                 max_running: u32,
             ) -> $crate::StoreResult<$crate::Claim> {
                 let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
-                self.hot_claim_task_capped(id, account, runner.clone(), now, lease_until, event, max_running)
+                self.hot_claim_task_capped(id, (account, mode), runner.clone(), now, lease_until, event, max_running)
                     .await
             }
 
@@ -659,11 +681,11 @@ macro_rules! impl_store {
 
             async fn queued_tasks(
                 &self,
-                per_account: i64,
+                per_lane: i64,
                 limit: i64,
-            ) -> $crate::StoreResult<Vec<(taskgate_core::TaskId, taskgate_core::AccountId)>> {
+            ) -> $crate::StoreResult<Vec<(taskgate_core::TaskId, taskgate_core::AccountId, taskgate_core::Mode)>> {
                 Ok(sqlx::query_as($statements.queued_by_turn.as_str())
-                    .bind(per_account)
+                    .bind(per_lane)
                     .bind(limit)
                     .fetch_all(self.reader())
                     .await?)

@@ -98,7 +98,9 @@ conformance! {
         interrupt_expired_and_dead_runner,
         reservations_hold_the_limit_and_are_settled,
         capped_inserts_and_claims_hold_the_cap,
+        caps_count_each_mode_apart,
         purge_removes_old_ended_tasks_only,
+        purge_of_one_mode_leaves_the_other,
     ],
     untold: [
         every_read_finds_it,

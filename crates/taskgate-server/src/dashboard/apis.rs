@@ -303,7 +303,7 @@ pub async fn try_it(
         allowed_apis: None,
         account_id: session.account.id,
         monthly_spend_limit_micros: None,
-        max_running_tasks: limits.max_running_tasks,
+        max_running_tasks: limits.running_cap(Mode::Test),
     };
     let mut body = Map::new();
     body.insert("api".into(), json!(slug));

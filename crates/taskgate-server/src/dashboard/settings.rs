@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
-use taskgate_core::Micros;
+use taskgate_core::{Micros, Mode};
 use taskgate_store::AccountUpdate;
 
 use super::pages::{Chrome, error_page, redirect, render, render_with, when};
@@ -64,7 +64,11 @@ fn settings_page(
         plan: a.plan.as_str().to_owned(),
         per_minute: limit(limits.per_minute, "requests per minute"),
         per_day: limit(limits.per_day, "requests per day"),
-        running: limit(limits.max_running_tasks, "running tasks"),
+        // The cap of the mode shown: test tasks have one of their own.
+        running: limit(
+            limits.running_cap(if test { Mode::Test } else { Mode::Live }),
+            "running tasks",
+        ),
         spend_limit: a
             .monthly_spend_limit_micros
             .map(|m| format!("${} per month", Micros(m).to_usd_string()))

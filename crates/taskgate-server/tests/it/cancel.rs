@@ -345,10 +345,10 @@ async fn a_zero_spend_limit_blocks_live_calls_at_once(backend: Backend) {
 both!(a_zero_spend_limit_blocks_live_calls_at_once);
 
 /// A queued task (behind a busy worker) cancelled stays cancelled: it never
-/// starts when a worker frees up.
+/// starts when a worker frees up. (Test tasks, on their own workers: one.)
 async fn a_cancelled_queued_task_never_runs(backend: Backend) {
     let Some(app) = TestApp::builder(backend)
-        .config(|c| c.workers = 1)
+        .config(|c| c.test_workers = Some(1))
         .start()
         .await
     else {
@@ -387,11 +387,12 @@ both!(a_cancelled_queued_task_never_runs);
 
 /// Cancelling really stops the execution: the worker it held is free at once
 /// (with one worker, the next task runs now, not after the cancelled one's
-/// delay). Repeated, because the cancel races the worker's claim.
+/// delay). Repeated, because the cancel races the worker's claim. (Test
+/// tasks, on their own workers: one.)
 async fn cancelling_frees_the_worker_at_once(backend: Backend) {
     let Some(app) = TestApp::builder(backend)
         .config(|c| {
-            c.workers = 1;
+            c.test_workers = Some(1);
             c.sync_wait_ms = 3000;
         })
         .start()

@@ -195,6 +195,7 @@ async fn serve(
             per_minute,
             per_day: None,
             max_running_tasks: None,
+            max_running_test_tasks: None,
         },
     );
     let store = taskgate_server::open_store(&config).await.unwrap();

@@ -604,6 +604,7 @@ async fn usage_matches_what_the_api_enforced(backend: Backend) {
         per_minute: Some(5),
         per_day: Some(1000),
         max_running_tasks: None,
+        max_running_test_tasks: None,
     };
     let Some(app) = TestApp::builder(backend)
         .plan("five")

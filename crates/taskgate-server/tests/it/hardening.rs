@@ -113,7 +113,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         store.clone(),
         Arc::new(catalog),
         RunnerId::parse("panic-test").unwrap(),
-        1,
+        taskgate_server::fair::Workers { live: 1, test: 1 },
         Default::default(),
         None,
         std::time::Duration::from_secs(30),
@@ -584,10 +584,10 @@ async fn connections_are_capped() {
     app.stop().await;
 }
 
-/// A plan's `max_running_tasks` caps an account's running tasks (test-mode
-/// sandbox delays count like real work); its other tasks wait `queued` and
-/// start as running ones end; another account's task does not wait behind
-/// that backlog.
+/// A plan's cap caps an account's running tasks (here test tasks, whose
+/// cap follows from `max_running_tasks = 2`: a quarter, at least 2); its
+/// other tasks wait `queued` and start as running ones end; another
+/// account's task does not wait behind that backlog.
 async fn an_accounts_running_tasks_are_capped_and_others_are_not_held(backend: Backend) {
     use taskgate_core::{KeyType, Timestamp};
     use taskgate_server::config::PlanLimits;
@@ -601,6 +601,7 @@ async fn an_accounts_running_tasks_are_capped_and_others_are_not_held(backend: B
                     per_minute: None,
                     per_day: None,
                     max_running_tasks: Some(2),
+                    max_running_test_tasks: None,
                 },
             );
         })

@@ -90,11 +90,12 @@ async fn a_cancel_on_one_instance_stops_the_execution_on_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_call_returns_when_its_task_ends_on_another_instance() {
-    // A has one worker, kept busy, and waits 15 s before answering 202: its
-    // call can only be run by B, and only B's notice can answer it in time.
+    // A has one worker of test tasks, kept busy, and waits 15 s before
+    // answering 202: its test call can only be run by B, and only B's
+    // notice can answer it in time.
     let Some(a) = TestApp::builder(Backend::Postgres)
         .config(|c| {
-            c.workers = 1;
+            c.test_workers = Some(1);
             c.sync_wait_ms = 15_000;
         })
         .start()
@@ -123,8 +124,7 @@ async fn a_sync_call_returns_when_its_task_ends_on_another_instance() {
     }
 
     let started = Instant::now();
-    let r = a
-        .client(&a.live)
+    let r = test_on_a
         .call(json!({"api": "sentiment", "input": {"text": "I love it"}}))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -627,7 +627,9 @@ async fn limits_hold_on_a_redis_cluster() {
     drop(cluster);
 }
 
-/// A plan's `max_running_tasks` holds over all instances: a backlog of one
+/// A plan's cap of running tasks (here of test tasks,
+/// `max_running_test_tasks`; the live cap is counted by the same store
+/// query) holds over all instances: a backlog of one
 /// account's tasks spread over three never has more than the cap running at
 /// once, reaches it, and every task ends succeeded; tasks found at the cap
 /// start when one ends on another instance.
@@ -641,7 +643,8 @@ async fn the_running_tasks_cap_holds_across_instances() {
             PlanLimits {
                 per_minute: None,
                 per_day: None,
-                max_running_tasks: Some(3),
+                max_running_tasks: Some(8),
+                max_running_test_tasks: Some(3),
             },
         );
     };

@@ -209,6 +209,7 @@ async fn refused_requests_do_not_count(backend: Backend) {
         per_minute: Some(100),
         per_day: Some(8),
         max_running_tasks: None,
+        max_running_test_tasks: None,
     };
     let Some(app) = TestApp::builder(backend)
         .plan("tiny")
@@ -409,6 +410,7 @@ async fn the_day_limit_holds_for_the_utc_day(backend: Backend) {
                     per_minute: None,
                     per_day: Some(3),
                     max_running_tasks: None,
+                    max_running_test_tasks: None,
                 },
             );
         })

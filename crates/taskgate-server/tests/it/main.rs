@@ -17,4 +17,5 @@ mod limits;
 mod openai_compat;
 mod openapi;
 mod tasks;
+mod test_mode;
 mod upstream;

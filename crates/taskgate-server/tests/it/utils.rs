@@ -82,6 +82,7 @@ impl TestApp {
                 per_minute: Some(5),
                 per_day: Some(8),
                 max_running_tasks: None,
+                max_running_test_tasks: None,
             },
         );
         Builder {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use taskgate_core::column::TextColumn;
-use taskgate_core::{AccountId, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp};
+use taskgate_core::{AccountId, Mode, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp};
 use tokio::sync::{mpsc, oneshot};
 
 use super::STATEMENTS;
@@ -28,18 +28,19 @@ use crate::{StoreError, StoreResult, TaskFinish, TaskRecord};
 const MAX_BATCH: usize = 256;
 
 pub(super) enum Work {
-    /// With a cap: only while the account has fewer running tasks.
-    /// Without `flush`, a batch of such inserts alone commits without
+    /// With a cap: only while the account has fewer running tasks of the
+    /// task's mode. Without `flush`, a batch of such inserts alone commits without
     /// waiting for the WAL flush (`TaskStore::insert_task_unflushed`).
     Insert {
         task: Box<TaskRecord>,
         cap: Option<u32>,
         flush: bool,
     },
-    /// With a cap: only while the account has fewer running tasks.
+    /// With a cap: only while the account has fewer running tasks of the
+    /// mode (the task's account and mode, and the cap).
     Claim {
         id: TaskId,
-        cap: Option<(AccountId, u32)>,
+        cap: Option<((AccountId, Mode), u32)>,
         runner: RunnerId,
         now: Timestamp,
         lease_until: Timestamp,
@@ -88,7 +89,7 @@ impl Work {
                 task, cap: Some(_), ..
             } => Some(task.account_id),
             Work::Claim {
-                cap: Some((account, _)),
+                cap: Some(((account, _), _)),
                 ..
             } => Some(*account),
             _ => None,
@@ -384,12 +385,13 @@ fn single_statement(works: &[&Work]) -> bool {
     }
 }
 
-/// Whether `account` has `cap` running tasks or more, counted under the
-/// account's lock (held until the transaction ends): writers of every
-/// instance count and write one after the other.
+/// Whether `account` has `cap` running tasks of `mode` or more, counted
+/// under the account's lock (held until the transaction ends): writers of
+/// every instance count and write one after the other.
 async fn at_cap(
     conn: &mut PgConnection,
     account: AccountId,
+    mode: Mode,
     cap: u32,
 ) -> Result<bool, sqlx::Error> {
     sqlx::query(LOCK_ACCOUNT)
@@ -398,6 +400,7 @@ async fn at_cap(
         .await?;
     let (running,): (i64,) = sqlx::query_as(crate::sql::COUNT_RUNNING)
         .bind(account)
+        .bind(mode)
         .fetch_one(&mut *conn)
         .await?;
     Ok(running >= i64::from(cap))
@@ -634,7 +637,7 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
     match work {
         Work::Insert { task: t, cap, .. } => {
             if let Some(cap) = *cap
-                && at_cap(conn, t.account_id, cap).await?
+                && at_cap(conn, t.account_id, t.mode, cap).await?
             {
                 return Ok(Done::AtCap);
             }
@@ -649,8 +652,8 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
             lease_until,
             event,
         } => {
-            if let Some((account, cap)) = *cap
-                && at_cap(conn, account, cap).await?
+            if let Some(((account, mode), cap)) = *cap
+                && at_cap(conn, account, mode, cap).await?
             {
                 return Ok(Done::AtCap);
             }
@@ -672,7 +675,7 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
 
 #[cfg(test)]
 mod tests {
-    use taskgate_core::{ApiSlug, KeyId, Mode};
+    use taskgate_core::{ApiSlug, KeyId};
 
     use super::*;
 

@@ -199,7 +199,7 @@ impl PgStore {
     async fn hot_claim_task_capped(
         &self,
         id: taskgate_core::TaskId,
-        account: taskgate_core::AccountId,
+        lane: (taskgate_core::AccountId, taskgate_core::Mode),
         runner: taskgate_core::RunnerId,
         now: taskgate_core::Timestamp,
         lease_until: taskgate_core::Timestamp,
@@ -208,7 +208,7 @@ impl PgStore {
     ) -> StoreResult<crate::Claim> {
         let work = Work::Claim {
             id,
-            cap: Some((account, max_running)),
+            cap: Some((lane, max_running)),
             runner,
             now,
             lease_until,

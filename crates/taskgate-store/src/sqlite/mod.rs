@@ -213,7 +213,7 @@ impl SqliteStore {
         self.tasks
             .run(move |conn| {
                 after_held(conn, &held, None, || {
-                    if running_of(conn, t.account_id)? >= i64::from(max_running) {
+                    if running_of(conn, t.account_id, t.mode)? >= i64::from(max_running) {
                         return Ok(false);
                     }
                     insert_row(conn, &t)?;
@@ -227,7 +227,7 @@ impl SqliteStore {
     async fn hot_claim_task_capped(
         &self,
         id: TaskId,
-        account: AccountId,
+        (account, mode): (AccountId, Mode),
         runner: RunnerId,
         now: Timestamp,
         lease_until: Timestamp,
@@ -238,7 +238,7 @@ impl SqliteStore {
         self.tasks
             .run(move |conn| {
                 after_held(conn, &held, None, || {
-                    if running_of(conn, account)? >= i64::from(max_running) {
+                    if running_of(conn, account, mode)? >= i64::from(max_running) {
                         return Ok(crate::Claim::AtCap);
                     }
                     Ok(
@@ -526,10 +526,10 @@ fn claim_row(
     rows.next()?.map(task_from_row).transpose()
 }
 
-/// The account's running tasks.
-fn running_of(conn: &rusqlite::Connection, account: AccountId) -> StoreResult<i64> {
+/// The account's running tasks of `mode`.
+fn running_of(conn: &rusqlite::Connection, account: AccountId, mode: Mode) -> StoreResult<i64> {
     let mut stmt = conn.prepare_cached(crate::sql::COUNT_RUNNING)?;
-    bind(&mut stmt, &[&account])?;
+    bind(&mut stmt, &[&account, &mode])?;
     let mut rows = stmt.raw_query();
     match rows.next()? {
         Some(r) => column(r, 0),

@@ -328,6 +328,7 @@ pub async fn concurrent_capped_starts_never_overshoot(store: Arc<dyn Store>) {
                         .claim_task_capped(
                             id,
                             account,
+                            taskgate_core::Mode::Live,
                             &runner("runner-1"),
                             at(T0),
                             at(T0 + MINUTE),

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use taskgate_core::{AccountId, Attempt, AttemptOutcome, Attempts, RunnerId, TaskId, TaskStatus};
+use taskgate_core::{
+    AccountId, Attempt, AttemptOutcome, Attempts, Mode, RunnerId, TaskId, TaskStatus,
+};
 use taskgate_store::{Claim, Store};
 
 use crate::fixtures::{
@@ -592,6 +594,7 @@ pub async fn capped_inserts_and_claims_hold_the_cap(store: Arc<dyn Store>) {
                 .claim_task_capped(
                     id,
                     acme.id,
+                    Mode::Live,
                     &runner("runner-2"),
                     at(T0 + 1),
                     at(T0 + MINUTE),
@@ -630,6 +633,76 @@ pub async fn capped_inserts_and_claims_hold_the_cap(store: Arc<dyn Store>) {
     assert!(store.insert_running_capped(&queued_task, 9).await.is_err());
 }
 
+/// Live and test tasks have caps of their own: an account's running test
+/// tasks never count against its live cap, nor its live ones against its
+/// test cap.
+pub async fn caps_count_each_mode_apart(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let running = |mode_name| {
+        task_of(acme.id, mode_name, "language")
+            .claimed(&runner("runner-1"), at(T0), at(T0 + MINUTE))
+            .unwrap()
+    };
+    let claim = |id, mode, cap| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_task_capped(
+                    id,
+                    acme.id,
+                    mode,
+                    &runner("runner-2"),
+                    at(T0 + 1),
+                    at(T0 + MINUTE),
+                    cap,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    // The test cap of 2 is full.
+    let first_test = running("test");
+    assert!(store.insert_running_capped(&first_test, 2).await.unwrap());
+    assert!(
+        store
+            .insert_running_capped(&running("test"), 2)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .insert_running_capped(&running("test"), 2)
+            .await
+            .unwrap()
+    );
+    let test_waiting = insert(&*store, task_of(acme.id, "test", "language")).await;
+    assert!(matches!(
+        claim(test_waiting.id, Mode::Test, 2).await,
+        Claim::AtCap
+    ));
+    // A live cap of 1 is empty all the same: a live task starts, by insert
+    // or by claim.
+    let live_queued = insert(&*store, task_of(acme.id, "live", "language")).await;
+    assert!(matches!(
+        claim(live_queued.id, Mode::Live, 1).await,
+        Claim::Claimed(_)
+    ));
+    assert!(
+        !store
+            .insert_running_capped(&running("live"), 1)
+            .await
+            .unwrap()
+    );
+    // The live task running does not hold back the test tasks either: one
+    // test task ends, and the waiting one starts under its cap of 2.
+    let done = finish("succeeded", 0, T0 + 5, None);
+    assert!(store.finish_task(first_test.id, &done).await.unwrap());
+    assert!(matches!(
+        claim(test_waiting.id, Mode::Test, 2).await,
+        Claim::Claimed(_)
+    ));
+}
+
 /// Retention: ended tasks created before the bound go, oldest first and at
 /// most `limit` at a time; newer ones and unfinished ones stay.
 pub async fn purge_removes_old_ended_tasks_only(store: Arc<dyn Store>) {
@@ -656,7 +729,7 @@ pub async fn purge_removes_old_ended_tasks_only(store: Arc<dyn Store>) {
 
     let bound = at(T0 + MINUTE);
     assert_eq!(
-        store.purge_tasks(bound, 2).await.unwrap(),
+        store.purge_tasks(bound, None, 2).await.unwrap(),
         2,
         "at most the limit"
     );
@@ -666,8 +739,82 @@ pub async fn purge_removes_old_ended_tasks_only(store: Arc<dyn Store>) {
     );
     assert!(store.get_task_by_id(old[1]).await.unwrap().is_none());
     assert!(store.get_task_by_id(old[2]).await.unwrap().is_some());
-    assert_eq!(store.purge_tasks(bound, 2).await.unwrap(), 1);
-    assert_eq!(store.purge_tasks(bound, 2).await.unwrap(), 0);
+    assert_eq!(store.purge_tasks(bound, None, 2).await.unwrap(), 1);
+    assert_eq!(store.purge_tasks(bound, None, 2).await.unwrap(), 0);
     assert_eq!(fetch(&*store, queued_old).await.status, TaskStatus::Queued);
     fetch(&*store, recent).await;
+}
+
+/// `test_task_retention_days`: a purge of one mode deletes that mode's old
+/// ended tasks whole (input and output with them), oldest first, and
+/// leaves the other mode's, the recent ones and the unfinished ones.
+pub async fn purge_of_one_mode_leaves_the_other(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let made_at = |ms: i64, mode_name: &str, status_name: &str| {
+        let mut t = ended_task("acct_a", mode_name, "language", status_name);
+        t.account_id = acme.id;
+        t.id = TaskId::floor(at(ms));
+        t.created_at = at(ms);
+        t
+    };
+    let old_live = insert(&*store, made_at(T0, "live", "succeeded")).await.id;
+    let mut old_test = Vec::new();
+    for (i, status_name) in ["succeeded", "failed", "cancelled"].iter().enumerate() {
+        old_test.push(
+            insert(&*store, made_at(T0 + 1 + i as i64, "test", status_name))
+                .await
+                .id,
+        );
+    }
+    let old_live_2 = insert(&*store, made_at(T0 + 10, "live", "failed")).await.id;
+    let mut running_test = task_of(acme.id, "test", "language");
+    running_test.id = TaskId::floor(at(T0 + 20));
+    let running_test = running_test
+        .claimed(&runner("runner-1"), at(T0 + 20), at(T0 + HOUR))
+        .unwrap();
+    store.insert_task(&running_test).await.unwrap();
+    let mut queued_test = task_of(acme.id, "test", "language");
+    queued_test.id = TaskId::floor(at(T0 + 21));
+    let queued_test = insert(&*store, queued_test).await.id;
+    let recent_test = insert(&*store, made_at(T0 + HOUR, "test", "succeeded"))
+        .await
+        .id;
+
+    let bound = at(T0 + MINUTE);
+    assert_eq!(
+        store.purge_tasks(bound, Some(Mode::Test), 2).await.unwrap(),
+        2,
+        "at most the limit"
+    );
+    assert!(store.get_task_by_id(old_test[0]).await.unwrap().is_none());
+    assert!(store.get_task_by_id(old_test[1]).await.unwrap().is_none());
+    assert!(store.get_task_by_id(old_test[2]).await.unwrap().is_some());
+    assert_eq!(
+        store.purge_tasks(bound, Some(Mode::Test), 2).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        store.purge_tasks(bound, Some(Mode::Test), 2).await.unwrap(),
+        0
+    );
+    // Live tasks as old stay, as do unfinished and recent test tasks.
+    fetch(&*store, old_live).await;
+    fetch(&*store, old_live_2).await;
+    assert_eq!(
+        fetch(&*store, running_test.id).await.status,
+        TaskStatus::Running
+    );
+    assert_eq!(fetch(&*store, queued_test).await.status, TaskStatus::Queued);
+    fetch(&*store, recent_test).await;
+    // A purge of live tasks takes the live ones only.
+    assert_eq!(
+        store
+            .purge_tasks(bound, Some(Mode::Live), 10)
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(store.get_task_by_id(old_live).await.unwrap().is_none());
+    assert!(store.get_task_by_id(old_live_2).await.unwrap().is_none());
+    fetch(&*store, recent_test).await;
 }

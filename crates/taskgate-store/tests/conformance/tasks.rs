@@ -277,7 +277,8 @@ pub async fn list_by_allowed_apis(store: Arc<dyn Store>) {
     assert_eq!(list_ids(&*store, &q).await.len(), 3);
 }
 
-/// Fair dispatch reads the queue by turns: each account's oldest first.
+/// Fair dispatch reads the queue by turns: the oldest of each account's
+/// live tasks and of its test tasks first (a lane each).
 pub async fn queued_tasks_take_turns(store: Arc<dyn Store>) {
     assert!(store.queued_tasks(10, 100).await.unwrap().is_empty());
     let (a, b, c) = ("acct_a", "acct_b", "acct_c");
@@ -288,17 +289,18 @@ pub async fn queued_tasks_take_turns(store: Arc<dyn Store>) {
     insert(&*store, ended_task(c, "live", "language", "succeeded")).await;
     let c1 = insert(&*store, task(c, "live", "language")).await;
     let b2 = insert(&*store, task(b, "live", "language")).await;
-    let turns = |v: &[&TaskRecord]| -> Vec<_> { v.iter().map(|t| (t.id, t.account_id)).collect() };
+    let turns =
+        |v: &[&TaskRecord]| -> Vec<_> { v.iter().map(|t| (t.id, t.account_id, t.mode)).collect() };
 
     assert_eq!(
         store.queued_tasks(10, 100).await.unwrap(),
-        turns(&[&a1, &b1, &c1, &a2, &b2, &a3])
+        turns(&[&a1, &a3, &b1, &c1, &a2, &b2])
     );
     assert_eq!(
         store.queued_tasks(1, 100).await.unwrap(),
-        turns(&[&a1, &b1, &c1])
+        turns(&[&a1, &a3, &b1, &c1])
     );
-    assert_eq!(store.queued_tasks(10, 2).await.unwrap(), turns(&[&a1, &b1]));
+    assert_eq!(store.queued_tasks(10, 2).await.unwrap(), turns(&[&a1, &a3]));
     // Claimed tasks leave the queue: A's next one takes its place in turn 1.
     store
         .claim_task(a1.id, &runner("runner-1"), at(T0 + 10), at(T0 + 60_000))
@@ -306,6 +308,14 @@ pub async fn queued_tasks_take_turns(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(
         store.queued_tasks(1, 100).await.unwrap(),
-        turns(&[&a2, &b1, &c1])
+        turns(&[&a2, &a3, &b1, &c1])
     );
+    // A backlog of an account's test tasks never hides its live ones.
+    let d = "acct_d";
+    for _ in 0..3 {
+        insert(&*store, task(d, "test", "language")).await;
+    }
+    let d_live = insert(&*store, task(d, "live", "language")).await;
+    let first_turn = store.queued_tasks(1, 100).await.unwrap();
+    assert!(first_turn.contains(&(d_live.id, d_live.account_id, d_live.mode)));
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use taskgate_core::TaskStatus;
+use taskgate_core::{Mode, TaskStatus};
 use taskgate_store::{Claim, Store, TaskRecord};
 
 use crate::fixtures::{
@@ -108,6 +108,7 @@ pub async fn caps_count_it(store: Arc<dyn Store>) {
         .claim_task_capped(
             queued.id,
             acme.id,
+            Mode::Live,
             &runner("runner-2"),
             at(T0 + 1),
             at(T0 + MINUTE),
