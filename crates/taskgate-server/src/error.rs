@@ -144,29 +144,20 @@ impl IntoResponse for ApiError {
 }
 
 /// Storage failures are logged with the request and answered without detail:
-/// 503 when the database cannot be reached, 500 otherwise.
+/// `503 storage_unavailable` with `Retry-After` when the database cannot
+/// serve just now (the store classifies its drivers' errors by SQLSTATE
+/// class and kind: lost, shutting down, out of connections, disk or memory,
+/// busy), `500` for the rest (a bug or broken data).
 impl From<taskgate_store::StoreError> for ApiError {
     fn from(e: taskgate_store::StoreError) -> Self {
-        use taskgate_store::StoreError;
-        match &e {
-            StoreError::Database(sqlx_err) if is_unavailable(sqlx_err) => {
-                tracing::error!(error = %e, "storage unavailable");
-                ApiError::storage_unavailable()
-            }
-            _ => {
-                tracing::error!(error = %e, "storage error");
-                ApiError::internal()
-            }
+        if e.is_unavailable() {
+            tracing::error!(error = %e, "storage unavailable");
+            ApiError::storage_unavailable()
+        } else {
+            tracing::error!(error = %e, "storage error");
+            ApiError::internal()
         }
     }
-}
-
-fn is_unavailable(e: &taskgate_store::sqlx_error::Error) -> bool {
-    use taskgate_store::sqlx_error::Error;
-    matches!(
-        e,
-        Error::PoolTimedOut | Error::PoolClosed | Error::Io(_) | Error::Tls(_)
-    )
 }
 
 /// The `type` of the contract's error table for a status.

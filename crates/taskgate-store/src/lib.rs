@@ -28,6 +28,7 @@ mod postgres;
 mod records;
 mod sql;
 mod sqlite;
+mod unavailable;
 mod usage;
 mod users;
 
@@ -78,6 +79,32 @@ pub enum StoreError {
     Batch(String),
     #[error("the store's writer has stopped")]
     WriterStopped,
+    /// The database cannot serve just now (lost, shutting down, out of
+    /// connections or disk, busy): classified once, where a driver's error
+    /// becomes a `StoreError` (see `unavailable.rs`). Its text is the
+    /// driver's, for the log.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl StoreError {
+    /// Whether the failure passes by itself or by an operator's hand, not by
+    /// changing the request: callers answer `503 storage_unavailable` with
+    /// `Retry-After`, never `500`. A writer that has stopped (the store is
+    /// shutting down) is one too.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_) | StoreError::WriterStopped)
+    }
+
+    /// The failure of a whole batch, for each of its jobs (drivers' errors
+    /// are not `Clone`): the same class, the same text.
+    pub(crate) fn for_each_job(&self) -> StoreError {
+        match self {
+            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            StoreError::WriterStopped => StoreError::WriterStopped,
+            e => StoreError::Batch(e.to_string()),
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -87,6 +114,7 @@ impl From<sqlx::Error> for StoreError {
                 column: index.trim_matches('"').to_owned(),
                 message: source.to_string(),
             },
+            e if unavailable::sqlx_unavailable(&e) => StoreError::Unavailable(e.to_string()),
             e => StoreError::Database(e),
         }
     }
@@ -94,6 +122,9 @@ impl From<sqlx::Error> for StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
+        if unavailable::rusqlite_unavailable(&e) {
+            return StoreError::Unavailable(e.to_string());
+        }
         StoreError::Sqlite(e)
     }
 }

@@ -37,6 +37,8 @@ mod plans;
 mod tasks;
 #[path = "conformance/transitions.rs"]
 mod transitions;
+#[path = "conformance/unavailable.rs"]
+mod unavailable;
 #[path = "conformance/untold.rs"]
 mod untold;
 #[path = "conformance/usage.rs"]
@@ -189,6 +191,16 @@ mod raw {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_at_most_64_tasks_are_held() {
         crate::harness::sqlite_with_url(crate::plans::sqlite_at_most_64_tasks_are_held).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_driver_errors_are_classified() {
+        crate::harness::sqlite_with_url(crate::unavailable::driver_errors_are_classified).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_driver_errors_are_classified() {
+        crate::harness::postgres_with_url(crate::unavailable::driver_errors_are_classified).await;
     }
 
     /// On one thread: a write that waited for SQLite's lock there would stop

@@ -39,9 +39,8 @@ impl Adapter for Anthropic {
         let conn = &self.conn;
         let body = request_body(call.input, call.model, conn.stream, call.options());
         let rb = conn
-            .request(Method::POST, "/v1/messages")
-            .header("anthropic-version", API_VERSION)
-            .json(&body);
+            .json(Method::POST, "/v1/messages", body)
+            .header("anthropic-version", API_VERSION);
         if !conn.stream {
             let v = conn.send_json(rb).await?;
             return message_result(&v, call.model);

@@ -91,6 +91,12 @@ pub struct ProviderConfig {
     /// Azure); their values are treated as credentials too.
     #[serde(default)]
     pub query: BTreeMap<String, Secret>,
+    /// Extra fields set at the top level of every request body (JSON, or
+    /// the form of an audio upload), for services that take a credential
+    /// there; they replace a field of the same name, and their values are
+    /// treated as credentials too.
+    #[serde(default)]
+    pub body: BTreeMap<String, Secret>,
     /// How long one attempt may go without progress: until its answer
     /// starts, then between two streamed pieces (default 60 000 ms; the
     /// task's own timeout bounds the whole execution).

@@ -57,6 +57,7 @@ pub fn env_providers(get: impl Fn(&str) -> Option<String>) -> Vec<(String, Provi
                     auth_header: None,
                     headers: Default::default(),
                     query: Default::default(),
+                    body: Default::default(),
                     timeout_ms: None,
                     max_retries: None,
                     stream: None,

@@ -223,6 +223,9 @@ impl Fetcher {
             .and_then(|mut s| s.next_back())
             .filter(|s| !s.is_empty() && s.contains('.'))
             .map(str::to_owned);
+        // A user's URL, not a provider's: no credential of Taskgate's rides
+        // on it, and the client's error is not shown (only `why`).
+        #[allow(clippy::disallowed_methods)]
         let resp = self.client.get(parsed).send().await.map_err(|e| {
             let why = if e.is_timeout() {
                 "it did not answer in time".to_owned()

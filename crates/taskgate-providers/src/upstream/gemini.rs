@@ -29,18 +29,15 @@ impl Gemini {
         let model = call.model;
         if !conn.stream {
             let path = format!("/v1beta/models/{}:generateContent", segment(model));
-            let v = conn
-                .send_json(conn.request(Method::POST, &path).json(&body))
-                .await?;
+            let v = conn.send_json(conn.json(Method::POST, &path, body)).await?;
             let mut answer = Answer::default();
             answer.absorb(&v, &mut |_| {});
             return answer.finish(model);
         }
         let path = format!("/v1beta/models/{}:streamGenerateContent", segment(model));
         let rb = conn
-            .request(Method::POST, &path)
-            .query(&[("alt", "sse")])
-            .json(&body);
+            .json(Method::POST, &path, body)
+            .query(&[("alt", "sse")]);
         let resp = conn.send(rb).await?;
         let mut answer = Answer::default();
         let ctx = &mut *call.ctx;
@@ -92,9 +89,7 @@ impl Gemini {
                 1,
             ),
         };
-        let v = conn
-            .send_json(conn.request(Method::POST, &path).json(&body))
-            .await?;
+        let v = conn.send_json(conn.json(Method::POST, &path, body)).await?;
         let vectors: Vec<Value> = match v.get("embeddings").and_then(Value::as_array) {
             Some(list) => list
                 .iter()

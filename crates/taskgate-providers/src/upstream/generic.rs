@@ -14,6 +14,7 @@ use taskgate_core::task::error_code;
 
 use super::config::{HttpApiConfig, JobConfig};
 use super::http::{Class, Conn, UpstreamError, error_message};
+use super::redact::Redactor;
 use super::template::{self, render, render_path, render_str};
 use super::{Adapter, Call};
 use crate::kinds::Kind;
@@ -74,16 +75,18 @@ impl Generic {
             _ => Method::POST,
         };
         let cancel = match &job.cancel_path {
-            Some(p) => Some(
-                self.conn
-                    .request(cancel_method, &path(p, cx)?)
-                    .timeout(CANCEL_TIMEOUT)
-                    .body(""),
-            ),
+            // Empty, unless the provider takes fields in every body.
+            Some(p) if !self.conn.body.is_empty() => Some(self.conn.json(
+                cancel_method,
+                &path(p, cx)?,
+                Value::Object(Map::new()),
+            )),
+            Some(p) => Some(self.conn.request(cancel_method, &path(p, cx)?).body("")),
             None => None,
         };
         let mut guard = CancelGuard {
-            request: cancel,
+            request: cancel.map(|rb| rb.timeout(CANCEL_TIMEOUT)),
+            redactor: self.conn.redactor.clone(),
             provider: self.conn.name.clone(),
             job: id.clone(),
         };
@@ -178,7 +181,7 @@ impl Generic {
             {
                 Err(e) if e.class == Class::Retry && failures < POLL_RETRIES => {
                     failures += 1;
-                    tracing::debug!(provider = %self.conn.name, error = %e.message, "job poll failed, retrying");
+                    tracing::debug!(provider = %self.conn.name, error = %self.conn.scrub(&e.message), "job poll failed, retrying");
                     tokio::time::sleep(e.retry_after.unwrap_or(pause).min(MAX_POLL_PAUSE)).await;
                 }
                 r => return r,
@@ -207,12 +210,18 @@ impl Adapter for Generic {
             ("model".to_owned(), Value::String(call.model.to_owned())),
         ]));
         let path = render_path(&http.path, &cx).map_err(config_error)?;
-        let mut rb = self.conn.request(method.clone(), &path);
-        if method != Method::GET
-            && let Some(body) = &http.body
-        {
-            rb = rb.json(&render(body, &cx).value);
-        }
+        let rb = match &http.body {
+            Some(body) if method != Method::GET => {
+                self.conn
+                    .json(method.clone(), &path, render(body, &cx).value)
+            }
+            // The provider's own fields make a body of their own.
+            None if method != Method::GET && !self.conn.body.is_empty() => {
+                self.conn
+                    .json(method.clone(), &path, Value::Object(Map::new()))
+            }
+            _ => self.conn.request(method.clone(), &path),
+        };
         cx["response"] = self.conn.send_json(rb).await?;
         if let Some(job) = &http.job {
             let progress = call.ctx.progress();
@@ -331,6 +340,8 @@ enum State {
 /// cancel request is built (and signed) up front, since `Drop` cannot wait.
 struct CancelGuard {
     request: Option<RequestBuilder>,
+    /// The cancel's failure names its URL, whose query may carry a credential.
+    redactor: Redactor,
     provider: String,
     job: String,
 }
@@ -352,13 +363,14 @@ impl Drop for CancelGuard {
         };
         let provider = std::mem::take(&mut self.provider);
         let job = std::mem::take(&mut self.job);
+        let redactor = self.redactor.clone();
         runtime.spawn(async move {
-            match request.send().await {
+            match redactor.send(request).await {
                 Ok(r) => {
                     tracing::info!(%provider, %job, status = r.status().as_u16(), "upstream job cancelled")
                 }
                 Err(e) => {
-                    tracing::warn!(%provider, %job, error = %e, "could not cancel the upstream job")
+                    tracing::warn!(%provider, %job, error = %e.detail, "could not cancel the upstream job")
                 }
             }
         });

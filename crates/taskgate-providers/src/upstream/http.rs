@@ -10,7 +10,8 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde_json::Value;
 use taskgate_core::task::error_code;
 
-use super::config::{Protocol, ProviderConfig};
+use super::config::{Protocol, ProviderConfig, Secret};
+use super::redact::{Redactor, Transport};
 
 /// Largest upstream response body read into memory.
 pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -24,9 +25,11 @@ pub(crate) struct Conn {
     pub client: reqwest::Client,
     pub headers: HeaderMap,
     pub query: Vec<(String, String)>,
-    /// The credential and the values of the configured headers and query
-    /// parameters, kept to scrub them out of any message and log line.
-    pub secrets: Vec<String>,
+    /// Fields added to every request body (JSON or multipart).
+    pub body: Vec<(String, String)>,
+    /// The credential and the values of the configured headers, query
+    /// parameters and body fields, kept out of any message and log line.
+    pub redactor: Redactor,
     pub attempt_timeout: Duration,
     pub max_retries: u32,
     pub stream: bool,
@@ -98,13 +101,21 @@ impl Conn {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.expose().to_owned()))
                 .collect(),
-            secrets: api_key
-                .into_iter()
-                .chain(cfg.headers.values().map(|v| v.expose().to_owned()))
-                .chain(cfg.query.values().map(|v| v.expose().to_owned()))
-                // Too short to be a secret, and replacing it would garble text.
-                .filter(|v| v.len() >= 4)
+            body: cfg
+                .body
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().to_owned()))
                 .collect(),
+            redactor: Redactor::new(
+                api_key
+                    .iter()
+                    .map(String::as_str)
+                    .chain(cfg.headers.values().map(Secret::expose))
+                    .chain(cfg.query.values().map(Secret::expose))
+                    .chain(cfg.body.values().map(Secret::expose))
+                    .chain(parsed.password())
+                    .chain(Some(parsed.username()).filter(|u| !u.is_empty())),
+            ),
             attempt_timeout: Duration::from_millis(cfg.timeout_ms.unwrap_or(60_000).max(1)),
             max_retries: cfg.max_retries.unwrap_or(2),
             stream: cfg.stream.unwrap_or(true),
@@ -124,10 +135,33 @@ impl Conn {
         rb
     }
 
+    /// A request with a JSON body: `body` and the configured body fields,
+    /// which replace any field of the same name.
+    pub fn json(&self, method: Method, path: &str, mut body: Value) -> RequestBuilder {
+        if let Value::Object(fields) = &mut body {
+            for (k, v) in &self.body {
+                fields.insert(k.clone(), Value::String(v.clone()));
+            }
+        }
+        self.request(method, path).json(&body)
+    }
+
+    /// A multipart form with the configured body fields added.
+    pub fn form(&self, mut form: reqwest::multipart::Form) -> reqwest::multipart::Form {
+        for (k, v) in &self.body {
+            form = form.text(k.clone(), v.clone());
+        }
+        form
+    }
+
     /// Sends a request and returns the response if its status is a success;
     /// any failure is classified for the retry loop.
     pub async fn send(&self, rb: RequestBuilder) -> Result<Response, UpstreamError> {
-        let resp = rb.send().await.map_err(|e| self.transport_error(&e))?;
+        let resp = self
+            .redactor
+            .send(rb)
+            .await
+            .map_err(|e| self.transport_error(e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -145,7 +179,7 @@ impl Conn {
         let status = resp.status().as_u16();
         let body = read_limited(resp)
             .await
-            .map_err(|e| self.transport_error(&e))?;
+            .map_err(|e| self.transport_error(self.redactor.transport(&e)))?;
         serde_json::from_slice(&body).map_err(|_| {
             UpstreamError::invalid(format!(
                 "{} answered with a body that is not JSON",
@@ -155,23 +189,14 @@ impl Conn {
         })
     }
 
-    pub fn transport_error(&self, e: &reqwest::Error) -> UpstreamError {
-        let what = if e.is_connect() {
-            "cannot connect to"
-        } else if e.is_timeout() {
-            "timed out talking to"
-        } else if e.is_body() || e.is_decode() {
-            "broke off the answer from"
-        } else {
-            "failed to reach"
-        };
-        // reqwest's own message names the URL, whose query may carry a
-        // configured credential: scrubbed like any message.
-        tracing::debug!(provider = %self.name, error = %self.scrub(&e.to_string()), "upstream transport error");
+    /// A request that got no whole answer. The HTTP client's own account
+    /// (redacted) is logged; the task's error says what happened.
+    pub fn transport_error(&self, e: Transport) -> UpstreamError {
+        tracing::debug!(provider = %self.name, error = %e.detail, "upstream transport error");
         UpstreamError {
             class: Class::Retry,
             code: error_code::UPSTREAM_ERROR,
-            message: format!("Taskgate {what} the provider {}.", self.name),
+            message: format!("Taskgate {} the provider {}.", e.what, self.name),
             status: None,
             retry_after: None,
             breaker: true,
@@ -237,15 +262,20 @@ impl Conn {
 
     /// `message` without the credentials and cut to a readable length.
     pub fn scrub(&self, message: &str) -> String {
-        let mut m = message.to_owned();
-        for s in &self.secrets {
-            m = m.replace(s.as_str(), "***");
-        }
+        let m = self.redactor.scrub(message);
         let mut out: String = m.chars().take(MESSAGE_CHARS).collect();
         if m.chars().count() > MESSAGE_CHARS {
             out.push('…');
         }
         out
+    }
+
+    /// `e` as it may leave the adapter: its message without the credentials,
+    /// whichever path made it (a provider's message quoted, a value of its
+    /// answer shown).
+    pub fn redacted(&self, mut e: UpstreamError) -> UpstreamError {
+        e.message = self.redactor.scrub(&e.message);
+        e
     }
 }
 
@@ -490,7 +520,7 @@ pub(crate) async fn read_sse(
     let mut decoder = SseDecoder::default();
     let mut stream = resp.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| conn.transport_error(&e))?;
+        let chunk = chunk.map_err(|e| conn.transport_error(conn.redactor.transport(&e)))?;
         for event in decoder.feed(&chunk) {
             if !on_event(event)? {
                 return Ok(());
@@ -608,6 +638,25 @@ mod tests {
             one("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT"),
             Some(Duration::ZERO)
         );
+    }
+
+    #[test]
+    fn the_providers_body_fields_are_in_every_body_and_win() {
+        let mut cfg = super::super::testutil::provider(Protocol::Openai, "http://127.0.0.1:9");
+        cfg.body = [("account_token".to_owned(), Secret::new("tok-1234"))].into();
+        let conn = Conn::new("p", &cfg, None, None, reqwest::Client::new()).unwrap();
+        let request = conn
+            .json(
+                Method::POST,
+                "/x",
+                json!({"account_token": "the client's", "model": "m"}),
+            )
+            .build()
+            .unwrap();
+        let body: Value =
+            serde_json::from_slice(request.body().unwrap().as_bytes().unwrap()).unwrap();
+        assert_eq!(body, json!({"account_token": "tok-1234", "model": "m"}));
+        assert_eq!(conn.scrub("echo: tok-1234"), "echo: ***");
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod gemini;
 mod generic;
 mod http;
 mod openai;
+mod redact;
 mod template;
 #[cfg(test)]
 mod testutil;
@@ -259,7 +260,7 @@ impl Upstream {
                         }
                         Ok(Err(e)) => {
                             ctx.end(AttemptOutcome::Failed, e.status);
-                            e
+                            conn.redacted(e)
                         }
                         Err(Stalled::TaskDeadline) => {
                             // The task's own deadline, not the attempt's, ran out.

@@ -40,10 +40,7 @@ impl OpenAi {
             body["stream_options"] = json!({ "include_usage": true });
         }
         merge_options(&mut body, call.options());
-        let rb = self
-            .conn
-            .request(Method::POST, "/chat/completions")
-            .json(&body);
+        let rb = self.conn.json(Method::POST, "/chat/completions", body);
         if !stream {
             let v = self.conn.send_json(rb).await?;
             return chat_result(&v, call.model);
@@ -126,7 +123,7 @@ impl OpenAi {
         merge_options(&mut body, call.options());
         let v = self
             .conn
-            .send_json(self.conn.request(Method::POST, "/embeddings").json(&body))
+            .send_json(self.conn.json(Method::POST, "/embeddings", body))
             .await?;
         let mut items: Vec<(i64, Value)> = v
             .get("data")
@@ -168,11 +165,7 @@ impl OpenAi {
         merge_options(&mut body, call.options());
         let v = self
             .conn
-            .send_json(
-                self.conn
-                    .request(Method::POST, "/images/generations")
-                    .json(&body),
-            )
+            .send_json(self.conn.json(Method::POST, "/images/generations", body))
             .await?;
         let data = v
             .get("data")
@@ -251,7 +244,7 @@ impl OpenAi {
             .send_json(
                 self.conn
                     .request(Method::POST, "/audio/transcriptions")
-                    .multipart(form),
+                    .multipart(self.conn.form(form)),
             )
             .await?;
         let text = v
@@ -283,7 +276,7 @@ impl OpenAi {
         merge_options(&mut body, call.options());
         let v = self
             .conn
-            .send_json(self.conn.request(Method::POST, "/moderations").json(&body))
+            .send_json(self.conn.json(Method::POST, "/moderations", body))
             .await?;
         let result = v
             .pointer("/results/0")

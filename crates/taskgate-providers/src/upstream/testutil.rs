@@ -39,6 +39,7 @@ pub(crate) fn provider(protocol: Protocol, base_url: &str) -> ProviderConfig {
         auth_header: None,
         headers: Default::default(),
         query: Default::default(),
+        body: Default::default(),
         timeout_ms: Some(2_000),
         max_retries: Some(2),
         stream: None,

@@ -134,6 +134,13 @@ impl PrivatePostgres {
 
     /// As a crash looks to clients: no goodbye.
     fn stop(&self) {
+        self.stop_with("immediate", true);
+    }
+
+    /// `pg_ctl stop -m mode`: `smart` waits for every session to end (and
+    /// refuses new ones meanwhile), `fast` ends them (`57P01` to each),
+    /// `immediate` drops them. With `wait`, returns once stopped.
+    fn stop_with(&self, mode: &str, wait: bool) {
         let data = self.dir.join("data");
         self.run(
             "pg_ctl",
@@ -141,8 +148,8 @@ impl PrivatePostgres {
                 "-D",
                 data.to_str().unwrap(),
                 "-m",
-                "immediate",
-                "-w",
+                mode,
+                if wait { "-w" } else { "-W" },
                 "stop",
             ],
         );
@@ -462,4 +469,145 @@ async fn sync_calls_answered_before_a_postgresql_crash_are_stored_after_it() {
     }
     drop(conn);
     server.stop().await.unwrap();
+}
+
+/// Sync calls (live key), async calls (test key) and reads, one after the
+/// other, until told to stop: every answer, and a count of the `200`s.
+async fn mixed_load(
+    live: TestClient,
+    test: TestClient,
+    stop: tokio_util::sync::CancellationToken,
+    served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Vec<crate::utils::Resp> {
+    let mut answers = Vec::new();
+    let mut round = 0u32;
+    while !stop.is_cancelled() {
+        round += 1;
+        let r = match round % 3 {
+            0 => {
+                live.call(json!({"api": "sentiment", "input": {"text": "fine"}}))
+                    .await
+            }
+            1 => {
+                test.call(
+                    json!({"api": "sentiment", "input": {"text": "x"}, "mode": "async",
+                                 "sandbox": {"delay_ms": 50}}),
+                )
+                .await
+            }
+            _ => live.get("tasks?limit=5").await,
+        };
+        if r.status == 200 {
+            served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        answers.push(r);
+    }
+    answers
+}
+
+/// PostgreSQL stopped by its operator (`mode`) under load, then started
+/// again: no answer is a `500`; each is `200`/`202`, or `503
+/// storage_unavailable` in the contract's envelope with `Retry-After`; and
+/// the instance serves again by itself.
+async fn stopped_under_load(mode: &str) {
+    use std::sync::atomic::Ordering;
+    let Some(pg) = PrivatePostgres::create() else {
+        return;
+    };
+    let config = Config {
+        task_lease_ms: 3_000,
+        ..on_database(&pg).await
+    };
+    let (server, live, test) = serve(config, None).await;
+    let base = format!("http://{}", server.addr);
+    let (live, test) = (
+        TestClient::new(&base, Some(&live)),
+        TestClient::new(&base, Some(&test)),
+    );
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let loads: Vec<_> = (0..4)
+        .map(|_| {
+            tokio::spawn(mixed_load(
+                live.clone(),
+                test.clone(),
+                stop.clone(),
+                served.clone(),
+            ))
+        })
+        .collect();
+    // `served` grows by `n`: the load runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let wait_served = async |n: usize| {
+        let target = served.load(Ordering::Relaxed) + n;
+        while served.load(Ordering::Relaxed) < target {
+            assert!(Instant::now() < deadline, "the load stalled");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    wait_served(30).await;
+
+    if mode == "smart" {
+        // New sessions are refused while the pool's go on serving; then
+        // the operator, tired of waiting, makes it fast.
+        pg.stop_with("smart", false);
+        wait_served(30).await;
+        pg.stop_with("fast", true);
+    } else {
+        pg.stop_with(mode, true);
+    }
+    // Down: refused, with the contract's 503.
+    let r = live
+        .call(json!({"api": "sentiment", "input": {"text": "down"}}))
+        .await
+        .expect_error(503, "storage_unavailable");
+    assert_eq!(r.header("retry-after"), Some("1"));
+
+    pg.start();
+    loop {
+        let r = live
+            .call(json!({"api": "sentiment", "input": {"text": "back"}}))
+            .await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "only 503 while it comes back: {}", r.text);
+        assert!(Instant::now() < deadline, "the instance did not recover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_served(30).await;
+    stop.cancel();
+    let mut answers = Vec::new();
+    for load in loads {
+        answers.extend(load.await.unwrap());
+    }
+    server.stop().await.unwrap();
+
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
+    assert!(statuses.contains(&503), "the stop was seen: {statuses:?}");
+    for r in answers {
+        match r.status.as_u16() {
+            200 | 202 => {}
+            503 => {
+                let r = r.expect_error(503, "storage_unavailable");
+                assert_eq!(r.header("retry-after"), Some("1"), "{}", r.text);
+            }
+            _ => panic!("-m {mode}: an answer was {}: {}", r.status, r.text),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_stopped_fast_under_load_is_503_never_500() {
+    stopped_under_load("fast").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_stopped_smart_under_load_is_503_never_500() {
+    stopped_under_load("smart").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_stopped_immediately_under_load_is_503_never_500() {
+    stopped_under_load("immediate").await;
 }

@@ -16,6 +16,7 @@ mod instances;
 mod limits;
 mod openai_compat;
 mod openapi;
+mod secrets;
 mod tasks;
 mod test_mode;
 mod upstream;

@@ -161,6 +161,7 @@ pub(crate) fn provider(base: &str, stream: bool) -> ProviderConfig {
         auth_header: None,
         headers: Default::default(),
         query: Default::default(),
+        body: Default::default(),
         timeout_ms: None,
         max_retries: Some(0),
         stream: Some(stream),

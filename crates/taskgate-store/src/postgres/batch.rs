@@ -277,24 +277,15 @@ async fn commit(writer: &mut Writer, batch: Vec<Job>) {
                 return;
             }
             Err(Failed::Batch(e)) => {
+                // Classified once: a database out of reach is `503` for
+                // every job of the batch.
+                let e = StoreError::from(e);
                 for job in batch {
-                    let _ = job.reply.send(Err(StoreError::Database(same_error(&e))));
+                    let _ = job.reply.send(Err(e.for_each_job()));
                 }
                 return;
             }
         }
-    }
-}
-
-/// `e` again, for each job of a batch (sqlx's errors are not `Clone`): a
-/// database out of reach stays that, so each answer is `503`.
-fn same_error(e: &sqlx::Error) -> sqlx::Error {
-    match e {
-        sqlx::Error::PoolTimedOut => sqlx::Error::PoolTimedOut,
-        sqlx::Error::PoolClosed => sqlx::Error::PoolClosed,
-        sqlx::Error::Io(io) => sqlx::Error::Io(std::io::Error::new(io.kind(), io.to_string())),
-        sqlx::Error::Tls(tls) => sqlx::Error::Tls(tls.to_string().into()),
-        e => sqlx::Error::Protocol(format!("batch not committed: {e}")),
     }
 }
 

@@ -48,7 +48,7 @@ trait Job: Send {
     /// Runs the job's statements inside the open transaction.
     fn run(&mut self, conn: &Connection);
     /// Answers the caller once the batch's fate is known.
-    fn answer(self: Box<Self>, committed: Result<(), String>);
+    fn answer(self: Box<Self>, committed: Result<(), &StoreError>);
 }
 
 struct Typed<T, F> {
@@ -80,11 +80,11 @@ where
         self.result = Some(result);
     }
 
-    fn answer(self: Box<Self>, committed: Result<(), String>) {
+    fn answer(self: Box<Self>, committed: Result<(), &StoreError>) {
         let outcome = match (committed, self.result) {
             (Ok(()), Some(Ok(v))) => Ok(v),
             (Ok(()), Some(Err(e))) => Err(e),
-            (Err(e), _) => Err(StoreError::Batch(e)),
+            (Err(e), _) => Err(e.for_each_job()),
             (Ok(()), None) => Err(StoreError::WriterStopped),
         };
         let _ = self.reply.send(outcome);
@@ -259,14 +259,14 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
                 }
                 conn.execute_batch("COMMIT").map_err(|e| {
                     let _ = conn.execute_batch("ROLLBACK");
-                    e.to_string()
+                    StoreError::from(e)
                 })
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(StoreError::from(e)),
         };
         drop(conn);
         for job in batch {
-            job.answer(committed.clone());
+            job.answer(committed.as_ref().map(|_| ()));
         }
     }
 }
