@@ -16,5 +16,6 @@ mod instances;
 mod limits;
 mod openai_compat;
 mod openapi;
+mod operator;
 mod tasks;
 mod upstream;
