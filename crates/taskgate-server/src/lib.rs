@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod error;
 pub mod executor;
 pub mod fair;
+pub mod follow;
 pub mod meta;
 pub mod metrics;
 pub mod openai;
@@ -22,6 +23,7 @@ pub mod ratelimit;
 pub mod redis;
 pub mod router;
 pub mod serve;
+pub mod stream_slots;
 pub mod streams;
 pub mod usage;
 pub mod users;
@@ -59,6 +61,10 @@ pub struct AppState {
     pub dashboard: dashboard::DashboardState,
     /// Requests per key and minute, for the dashboard's Usage.
     pub requests: usage::RequestCounter,
+    /// Event streams open per key (`[limits]`).
+    pub stream_slots: Arc<stream_slots::StreamSlots>,
+    /// One look at the store per followed task, shared by its readers.
+    pub followers: follow::Followers,
     pub draining: AtomicBool,
 }
 
@@ -185,6 +191,8 @@ pub async fn start_with_env(
         auth_failures: ratelimit::AuthLimiter::new(config.auth_failures_per_minute, redis.clone()),
         trusted_proxies: client_addr::TrustedProxies::parse(&config.trusted_proxies)
             .map_err(anyhow::Error::msg)?,
+        stream_slots: stream_slots::StreamSlots::new(&config.limits),
+        followers: follow::Followers::new(store.clone()),
         config: Arc::new(config),
         store,
         catalog,

@@ -17,5 +17,6 @@ mod limits;
 mod openai_compat;
 mod openapi;
 mod operator;
+mod streams;
 mod tasks;
 mod upstream;
