@@ -34,6 +34,7 @@ pub async fn create_account(
         plan,
         status: AccountStatus::Active,
         monthly_spend_limit_micros: limit.map(|m| m.0),
+        max_monthly_spend_limit_micros: None,
         created_at: Timestamp::now(),
     };
     store.create_account(&account).await?;
@@ -67,8 +68,51 @@ pub async fn update_account(
     status: Option<&str>,
     monthly_spend_limit_usd: Option<&str>,
 ) -> anyhow::Result<Value> {
-    let plan = plan.map(|p| check_plan(config, p)).transpose()?;
-    let status = status
+    let changes = AccountChanges {
+        plan,
+        status,
+        monthly_spend_limit_usd,
+        max_monthly_spend_limit_usd: None,
+    };
+    update_account_with(store, config, id, changes).await
+}
+
+/// What `accounts update` changes; `None` leaves a field as it is. The USD
+/// amounts take `none` to remove the limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AccountChanges<'a> {
+    pub plan: Option<&'a str>,
+    pub status: Option<&'a str>,
+    /// The owners' own limit (which the operator may set too).
+    pub monthly_spend_limit_usd: Option<&'a str>,
+    /// The operator's ceiling on the owners' limit.
+    pub max_monthly_spend_limit_usd: Option<&'a str>,
+}
+
+/// `None`: no change; `Some(None)`: removed (`none`); `Some(Some(micros))`.
+fn usd_change(flag: &str, value: Option<&str>) -> anyhow::Result<Option<Option<i64>>> {
+    Ok(match value.map(str::trim) {
+        None => None,
+        Some(v) if v.eq_ignore_ascii_case("none") => Some(None),
+        Some(v) => Some(Some(
+            Micros::parse_usd(v.trim_start_matches('$'))
+                .map_err(|e| anyhow!("{flag}: {e} (or `none` to remove it)"))?
+                .0,
+        )),
+    })
+}
+
+/// Changes an account in one write: plan, status, the owners' monthly spend
+/// limit and the operator's ceiling on it.
+pub async fn update_account_with(
+    store: &dyn Store,
+    config: &Config,
+    id: &str,
+    changes: AccountChanges<'_>,
+) -> anyhow::Result<Value> {
+    let plan = changes.plan.map(|p| check_plan(config, p)).transpose()?;
+    let status = changes
+        .status
         .map(|s| {
             s.parse::<AccountStatus>().map_err(|_| {
                 let [a, b] = AccountStatus::ALL.map(AccountStatus::as_str);
@@ -76,18 +120,21 @@ pub async fn update_account(
             })
         })
         .transpose()?;
-    let limit = match monthly_spend_limit_usd {
-        None => None,
-        Some("none") => Some(None),
-        Some(v) => Some(Some(Micros::parse_usd(v).map_err(|e| anyhow!(e))?.0)),
-    };
-    if plan.is_none() && status.is_none() && limit.is_none() {
-        bail!("nothing to change: give --plan, --status or --monthly-spend-limit");
+    let limit = usd_change("--monthly-spend-limit", changes.monthly_spend_limit_usd)?;
+    let ceiling = usd_change(
+        "--max-monthly-spend-limit",
+        changes.max_monthly_spend_limit_usd,
+    )?;
+    if plan.is_none() && status.is_none() && limit.is_none() && ceiling.is_none() {
+        bail!(
+            "nothing to change: give --plan, --status, --monthly-spend-limit or --max-monthly-spend-limit"
+        );
     }
     let update = AccountUpdate {
         plan,
         status,
         monthly_spend_limit_micros: limit,
+        max_monthly_spend_limit_micros: ceiling,
     };
     let account = store
         .update_account(account_id(id)?, &update)

@@ -37,6 +37,8 @@ pub struct Principal {
     pub scopes: Scopes,
     pub allowed_apis: Option<Arc<ApiList>>,
     pub account_id: AccountId,
+    /// The monthly spend limit that holds: the owners' limit under the
+    /// operator's ceiling ([`Account::effective_spend_limit_micros`]).
     pub monthly_spend_limit_micros: Option<i64>,
     /// The plan's cap of the account's running tasks of this key's mode
     /// (`None`: no cap): test tasks have a cap of their own.
@@ -216,7 +218,7 @@ async fn check(
         scopes: key.scopes.clone(),
         allowed_apis: key.allowed_apis.clone().map(Arc::new),
         account_id: account.id,
-        monthly_spend_limit_micros: account.monthly_spend_limit_micros,
+        monthly_spend_limit_micros: account.effective_spend_limit_micros(),
         max_running_tasks: limits.running_cap(key.key_type.mode()),
     };
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
@@ -231,17 +233,7 @@ pub async fn identified(
     headers: &HeaderMap,
 ) -> Result<(KeyRecord, Account), ApiError> {
     if let Some(retry) = app.auth_failures.blocked(&ip).await {
-        return Err(ApiError::new(
-            axum::http::StatusCode::TOO_MANY_REQUESTS,
-            "rate_limit_exceeded",
-            "Too many failed authentications from this address. Try again later.",
-        )
-        .with_header("retry-after", &retry.to_string())
-        .with_details(serde_json::json!([{
-            "window": "auth_failures",
-            "limit": app.auth_failures.limit(),
-            "retry_after": retry,
-        }])));
+        return Err(too_many_failures(app, retry));
     }
     let result = identify(app, headers).await;
     if result
@@ -251,6 +243,22 @@ pub async fn identified(
         app.auth_failures.record(ip).await;
     }
     result
+}
+
+/// The 429 of an address blocked for too many failed authentications,
+/// `retry` seconds before it may try again.
+pub fn too_many_failures(app: &AppState, retry: u64) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit_exceeded",
+        "Too many failed authentications from this address. Try again later.",
+    )
+    .with_header("retry-after", &retry.to_string())
+    .with_details(serde_json::json!([{
+        "window": "auth_failures",
+        "limit": app.auth_failures.limit(),
+        "retry_after": retry,
+    }]))
 }
 
 /// The key and its account, or the 401 to answer.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use taskgate_core::{Mode, PlanName, RunnerId};
-use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, TargetConfig};
+use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, Secret, TargetConfig};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -59,6 +59,12 @@ pub struct Config {
     pub client_ip_header: crate::client_addr::ClientIpHeader,
     /// Connection limits and timeouts against slow or idle clients.
     pub http: HttpConfig,
+    /// `[limits]`: what one key may hold open at once.
+    pub limits: LimitsConfig,
+    /// When set, `GET /metrics` wants `Authorization: Bearer <this>`.
+    /// A credential: never shown in a dump, a log line or an error.
+    #[serde(deserialize_with = "secret_string")]
+    pub metrics_token: Option<Secret>,
     /// `[database]`: PostgreSQL's pool size and timeouts.
     pub database: DatabaseConfig,
     /// `[dashboard]`: sessions and sign-in of the web dashboard.
@@ -82,7 +88,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 26] = [
+    pub const KEYS: [&'static str; 28] = [
         "listen",
         "database_url",
         "redis_url",
@@ -100,6 +106,8 @@ impl Config {
         "trusted_proxies",
         "client_ip_header",
         "http",
+        "limits",
+        "metrics_token",
         "database",
         "dashboard",
         "plans",
@@ -176,6 +184,84 @@ impl Default for DashboardConfig {
             secure_cookies: false,
         }
     }
+}
+
+/// `[limits]`: server-sent event streams (`GET /api/v1/tasks/{id}/stream`
+/// and `stream: true` on `/openai/v1/chat/completions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Streams one key may hold open at once on one instance; one more is
+    /// `429 too_many_streams`.
+    pub max_streams_per_key: u32,
+    /// A stream is ended (with an `expired` event) this long after it
+    /// opened, so a forgotten reader cannot hold its slot forever.
+    pub stream_max_seconds: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_streams_per_key: 32,
+            stream_max_seconds: 3_600,
+        }
+    }
+}
+
+/// A credential read from the file or a `TASKGATE_*` variable. Only a string
+/// is taken: figment reads `TASKGATE_X=1234` as a number, and serde's own
+/// error would then quote it, so the refusal here names no value.
+fn secret_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
+    struct Visitor;
+    const NOT_A_STRING: &str = "must be a string (in an environment variable, a value that \
+         reads as a number, true/false, a list or a table must be put in double quotes)";
+    impl<'v> serde::de::Visitor<'v> for Visitor {
+        type Value = Option<Secret>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            if v.is_empty() {
+                return Err(E::custom("must not be empty (leave it out for none)"));
+            }
+            Ok(Some(Secret::new(v)))
+        }
+        // The defaults' `None`, as figment hands it back.
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'v>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Err(E::custom(NOT_A_STRING))
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Err(E::custom(NOT_A_STRING))
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Err(E::custom(NOT_A_STRING))
+        }
+        fn visit_i128<E: serde::de::Error>(self, _: i128) -> Result<Self::Value, E> {
+            Err(E::custom(NOT_A_STRING))
+        }
+        fn visit_u128<E: serde::de::Error>(self, _: u128) -> Result<Self::Value, E> {
+            Err(E::custom(NOT_A_STRING))
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Err(E::custom(NOT_A_STRING))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'v>>(self, _: A) -> Result<Self::Value, A::Error> {
+            Err(serde::de::Error::custom(NOT_A_STRING))
+        }
+        fn visit_map<A: serde::de::MapAccess<'v>>(self, _: A) -> Result<Self::Value, A::Error> {
+            Err(serde::de::Error::custom(NOT_A_STRING))
+        }
+    }
+    d.deserialize_any(Visitor)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -394,6 +480,8 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             client_ip_header: Default::default(),
             http: HttpConfig::default(),
+            limits: LimitsConfig::default(),
+            metrics_token: None,
             database: DatabaseConfig::default(),
             dashboard: DashboardConfig::default(),
             plans,
@@ -532,6 +620,18 @@ impl Config {
             h.max_large_body_bytes_in_flight,
             1024 * 1024,
             1 << 40,
+        )?;
+        in_range(
+            "limits.max_streams_per_key",
+            self.limits.max_streams_per_key.into(),
+            1,
+            1_000_000,
+        )?;
+        in_range(
+            "limits.stream_max_seconds",
+            self.limits.stream_max_seconds,
+            1,
+            7 * 24 * 3_600,
         )?;
         let d = &self.dashboard;
         in_range(
@@ -687,6 +787,14 @@ mod tests {
         refused(|c| c.sync_wait_ms = u64::MAX, "sync_wait_ms");
         refused(|c| c.max_body_bytes = 10, "max_body_bytes");
         refused(|c| c.workers = 0, "workers");
+        refused(
+            |c| c.limits.max_streams_per_key = 0,
+            "limits.max_streams_per_key",
+        );
+        refused(
+            |c| c.limits.stream_max_seconds = 0,
+            "limits.stream_max_seconds",
+        );
         refused(|c| c.workers = usize::MAX, "workers");
         refused(
             |c| c.auth_failures_per_minute = u32::MAX,

@@ -13,6 +13,7 @@ pub mod envelope;
 pub mod error;
 pub mod executor;
 pub mod fair;
+pub mod follow;
 pub mod meta;
 pub mod metrics;
 pub mod openai;
@@ -23,6 +24,7 @@ pub mod ratelimit;
 pub mod redis;
 pub mod router;
 pub mod serve;
+pub mod stream_slots;
 pub mod streams;
 pub mod usage;
 pub mod users;
@@ -62,6 +64,10 @@ pub struct AppState {
     pub requests: usage::RequestCounter,
     /// Large request bodies being read and parsed, by their bytes.
     pub large_bodies: body::LargeBodies,
+    /// Event streams open per key (`[limits]`).
+    pub stream_slots: Arc<stream_slots::StreamSlots>,
+    /// One look at the store per followed task, shared by its readers.
+    pub followers: follow::Followers,
     pub draining: AtomicBool,
 }
 
@@ -195,6 +201,8 @@ pub async fn start_with_env(
             config.client_ip_header,
         )
         .map_err(anyhow::Error::msg)?,
+        stream_slots: stream_slots::StreamSlots::new(&config.limits),
+        followers: follow::Followers::new(store.clone()),
         config: Arc::new(config),
         store,
         catalog,

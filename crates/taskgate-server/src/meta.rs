@@ -8,6 +8,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use taskgate_core::key::hash_key;
 
 use crate::AppState;
 use crate::envelope::{Data, Raw};
@@ -60,8 +61,62 @@ fn raw(content_type: &'static str, body: impl Into<axum::body::Body>) -> Respons
     r
 }
 
-pub async fn metrics() -> Response {
+/// The Prometheus text. With `metrics_token` set, only for a request that
+/// sends it as `Authorization: Bearer <token>`; otherwise the envelope's
+/// 401, counted as a failed authentication of the address like a bad key.
+pub async fn metrics(
+    State(app): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(token) = &app.config.metrics_token {
+        let ip = app.trusted_proxies.client(peer.ip(), &headers);
+        if let Some(retry) = app.auth_failures.blocked(&ip).await {
+            return crate::auth::too_many_failures(&app, retry).into_response();
+        }
+        if let Err(e) = metrics_token_of(&headers, token.expose()) {
+            app.auth_failures.record(ip).await;
+            return e.into_response();
+        }
+    }
     raw("text/plain; version=0.0.4", crate::metrics::render())
+}
+
+/// Whether `headers` carry `Authorization: Bearer <expected>`, or the 401.
+/// The tokens are compared as SHA-256 digests, in constant time: neither
+/// the content nor the length of the expected token shows in the timing.
+fn metrics_token_of(headers: &HeaderMap, expected: &str) -> ApiResult<()> {
+    use subtle::ConstantTimeEq;
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized(
+            "missing_authorization",
+            "/metrics needs the metrics token: send `Authorization: Bearer <metrics_token>`.",
+        )
+    })?;
+    let malformed = || {
+        ApiError::unauthorized(
+            "malformed_authorization",
+            "The Authorization header must be `Bearer <metrics_token>`.",
+        )
+    };
+    let (scheme, sent) = value
+        .to_str()
+        .map_err(|_| malformed())?
+        .split_once(' ')
+        .ok_or_else(malformed)?;
+    let sent = sent.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || sent.is_empty() {
+        return Err(malformed());
+    }
+    let (sent, expected) = (hash_key(sent), hash_key(expected));
+    if bool::from(sent.as_bytes().ct_eq(expected.as_bytes())) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized(
+            "invalid_metrics_token",
+            "The metrics token is not valid.",
+        ))
+    }
 }
 
 /// The OpenAPI document. Without a key, the whole service; with one, what

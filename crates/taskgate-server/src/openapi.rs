@@ -306,12 +306,15 @@ fn task_cancel() {}
 ///
 /// Server-Sent Events: `event: delta` with data `{"text": "…"}` for each piece of a chat
 /// task's output, then `event: done` with the task object, and the stream ends. A
-/// finished task answers with its `done` event at once.
+/// finished task answers with its `done` event at once. A key holds a limited number of
+/// streams open at once; a stream that reaches its longest duration ends with
+/// `event: expired` instead (the task goes on: reconnect to follow it further).
 #[utoipa::path(get, path = "/api/v1/tasks/{id}/stream", tag = "tasks",
     params(("id" = String, Path, description = "task_…")),
     responses(
-        (status = 200, description = "The event stream: `delta` events, then `done`"),
+        (status = 200, description = "The event stream: `delta` events, then `done` (or `expired`)"),
         (status = 404, description = "task_not_found", body = ErrorEnvelope),
+        (status = 429, description = "rate_limit_exceeded, too_many_streams (with Retry-After)", body = ErrorEnvelope),
     ))]
 fn task_stream() {}
 
@@ -520,7 +523,7 @@ fn stream_event_schema() -> Value {
         "required": ["event", "data"],
         "additionalProperties": false,
         "properties": {
-            "event": { "type": "string", "enum": ["delta", "done"] },
+            "event": { "type": "string", "enum": ["delta", "done", "expired"] },
             "data": { "type": "string", "contentMediaType": "application/json" },
         },
         "oneOf": [
@@ -538,6 +541,21 @@ fn stream_event_schema() -> Value {
                 "properties": {
                     "event": { "const": "done" },
                     "data": { "contentSchema": { "$ref": "#/components/schemas/Task" } },
+                },
+            },
+            {
+                "properties": {
+                    "event": { "const": "expired" },
+                    "data": { "contentSchema": {
+                        "type": "object",
+                        "required": ["task_id", "reason", "max_seconds", "message"],
+                        "properties": {
+                            "task_id": { "type": "string" },
+                            "reason": { "const": "stream_max_seconds" },
+                            "max_seconds": { "type": "integer" },
+                            "message": { "type": "string" },
+                        },
+                    } },
                 },
             },
         ],

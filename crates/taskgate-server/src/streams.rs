@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use taskgate_core::TaskId;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::redis::{Redis, Reply};
 
@@ -66,13 +66,19 @@ impl Hub {
 pub struct Streams {
     hubs: Mutex<HashMap<TaskId, Arc<Hub>>>,
     redis: Option<Arc<Redis>>,
+    /// One Redis subscription per task followed from here, shared by its
+    /// readers: each message bumps the count.
+    remotes: Remotes,
 }
+
+type Remotes = Arc<Mutex<HashMap<TaskId, watch::Sender<u64>>>>;
 
 impl Streams {
     pub fn new(redis: Option<Arc<Redis>>) -> Self {
         Self {
             hubs: Mutex::default(),
             redis,
+            remotes: Remotes::default(),
         }
     }
 
@@ -98,31 +104,64 @@ impl Streams {
     }
 
     /// The text of a task running on another instance, as it grows there
-    /// (`None` without Redis, or if Redis cannot be reached).
-    pub async fn remote(&self, id: TaskId) -> Option<RemoteText> {
+    /// (`None` without Redis). The readers of one task share one
+    /// subscription; if Redis cannot be reached it ends, and
+    /// [`RemoteText::changed`] says so.
+    pub fn remote(&self, id: TaskId) -> Option<RemoteText> {
         let redis = self.redis.clone()?;
-        let mut subscription = redis.subscribe(&channel(id)).await.ok()?;
-        // Each message only says "there is more": the text is read from the
-        // key, from where this reader is, so nothing is missed or repeated.
-        let (tx, rx) = mpsc::channel(1);
-        // What was generated before the subscription is read at once.
-        let _ = tx.try_send(());
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tx.closed() => return,
-                    m = subscription.next() => match m {
-                        Ok(_) => { let _ = tx.try_send(()); }
-                        Err(_) => return,
-                    },
+        let mut more = {
+            let mut remotes = self.remotes.lock();
+            match remotes.get(&id) {
+                Some(tx) => tx.subscribe(),
+                None => {
+                    let (tx, rx) = watch::channel(0);
+                    remotes.insert(id, tx.clone());
+                    let remotes = self.remotes.clone();
+                    let redis = redis.clone();
+                    tokio::spawn(async move {
+                        subscribe(&redis, &remotes, id, &tx).await;
+                        remotes.lock().remove(&id);
+                    });
+                    rx
                 }
             }
-        });
-        Some(RemoteText {
-            redis,
-            id,
-            more: rx,
-        })
+        };
+        // What was generated before this reader came is read at once.
+        more.mark_changed();
+        Some(RemoteText { redis, id, more })
+    }
+
+    /// Tasks whose text is followed through Redis from here now.
+    pub fn subscriptions(&self) -> usize {
+        self.remotes.lock().len()
+    }
+}
+
+/// Passes on each message of a task's channel to its readers (as a bump of
+/// the count: each message only says "there is more", the text is read from
+/// the key, from where each reader is, so nothing is missed or repeated),
+/// until its last reader leaves or Redis fails.
+async fn subscribe(redis: &Redis, remotes: &Remotes, id: TaskId, tx: &watch::Sender<u64>) {
+    let Ok(mut subscription) = redis.subscribe(&channel(id)).await else {
+        return;
+    };
+    // Readers that came before the subscription read again after it.
+    tx.send_modify(|n| *n += 1);
+    loop {
+        tokio::select! {
+            _ = tx.closed() => {
+                // Checked under the lock readers subscribe under.
+                let guard = remotes.lock();
+                if tx.receiver_count() == 0 {
+                    drop(guard);
+                    return;
+                }
+            }
+            m = subscription.next() => match m {
+                Ok(_) => { tx.send_modify(|n| *n += 1); }
+                Err(_) => return,
+            },
+        }
     }
 }
 
@@ -170,13 +209,14 @@ async fn forward(hub: Arc<Hub>, id: TaskId, redis: Arc<Redis>) {
 pub struct RemoteText {
     redis: Arc<Redis>,
     id: TaskId,
-    more: mpsc::Receiver<()>,
+    more: watch::Receiver<u64>,
 }
 
 impl RemoteText {
-    /// Waits for more text (cancel-safe).
+    /// Waits for more text (cancel-safe); `false` once the subscription has
+    /// ended (Redis failed).
     pub async fn changed(&mut self) -> bool {
-        self.more.recv().await.is_some()
+        self.more.changed().await.is_ok()
     }
 
     /// The text from byte `from` on (a length this stream reported, so a

@@ -131,6 +131,7 @@ pub fn account_json(a: &Account) -> Value {
         "plan": a.plan,
         "status": a.status,
         "monthly_spend_limit_usd": a.monthly_spend_limit_micros.map(usd_limit),
+        "max_monthly_spend_limit_usd": a.max_monthly_spend_limit_micros.map(usd_limit),
         "created_at": a.created_at.rfc3339(),
     })
 }

@@ -15,8 +15,28 @@ pub struct Account {
     pub name: String,
     pub plan: PlanName,
     pub status: AccountStatus,
+    /// The limit the account's owners set (`None`: none).
     pub monthly_spend_limit_micros: Option<i64>,
+    /// The operator's ceiling on it (`None`: none): owners may set their
+    /// limit at most this high, and cannot remove it while it is set.
+    pub max_monthly_spend_limit_micros: Option<i64>,
     pub created_at: Timestamp,
+}
+
+impl Account {
+    /// The monthly spend limit that holds: the lower of the owners' limit
+    /// and the operator's ceiling, the ceiling alone when the owners set
+    /// none, `None` when neither is set. A ceiling set below the owners'
+    /// limit thus lowers what holds at once.
+    pub fn effective_spend_limit_micros(&self) -> Option<i64> {
+        match (
+            self.monthly_spend_limit_micros,
+            self.max_monthly_spend_limit_micros,
+        ) {
+            (Some(own), Some(ceiling)) => Some(own.min(ceiling)),
+            (own, ceiling) => own.or(ceiling),
+        }
+    }
 }
 
 /// Changes to an account; `None` leaves a field as it is.
@@ -26,6 +46,8 @@ pub struct AccountUpdate {
     pub status: Option<AccountStatus>,
     /// `Some(None)` removes the limit.
     pub monthly_spend_limit_micros: Option<Option<i64>>,
+    /// The operator's ceiling; `Some(None)` removes it.
+    pub max_monthly_spend_limit_micros: Option<Option<i64>>,
 }
 
 /// An API key without its secret.

@@ -340,14 +340,15 @@ macro_rules! impl_store {
         impl $crate::AccountStore for $store {
             async fn create_account(&self, a: &$crate::Account) -> $crate::StoreResult<()> {
                 sqlx::query(
-                    "INSERT INTO accounts (id, name, plan, status, monthly_spend_limit_micros, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
+                    "INSERT INTO accounts (id, name, plan, status, monthly_spend_limit_micros, \
+                     max_monthly_spend_limit_micros, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(a.id)
                 .bind(&a.name)
                 .bind(&a.plan)
                 .bind(a.status)
                 .bind(a.monthly_spend_limit_micros)
+                .bind(a.max_monthly_spend_limit_micros)
                 .bind(a.created_at)
                 .execute(self.writer())
                 .await?;
@@ -383,13 +384,17 @@ macro_rules! impl_store {
                 u: &$crate::AccountUpdate,
             ) -> $crate::StoreResult<Option<$crate::Account>> {
                 // One statement: absent fields keep their value.
-                let (set_limit, limit) = match u.monthly_spend_limit_micros {
+                let set = |v: Option<Option<i64>>| match v {
                     Some(v) => (1i64, v),
                     None => (0i64, None),
                 };
+                let (set_limit, limit) = set(u.monthly_spend_limit_micros);
+                let (set_ceiling, ceiling) = set(u.max_monthly_spend_limit_micros);
                 Ok(sqlx::query_as(
                     "UPDATE accounts SET plan = COALESCE($2, plan), status = COALESCE($3, status), \
-                     monthly_spend_limit_micros = CASE WHEN $4 = 1 THEN $5 ELSE monthly_spend_limit_micros END \
+                     monthly_spend_limit_micros = CASE WHEN $4 = 1 THEN $5 ELSE monthly_spend_limit_micros END, \
+                     max_monthly_spend_limit_micros = \
+                       CASE WHEN $6 = 1 THEN $7 ELSE max_monthly_spend_limit_micros END \
                      WHERE id = $1 RETURNING *",
                 )
                 .bind(id)
@@ -397,6 +402,8 @@ macro_rules! impl_store {
                 .bind(u.status)
                 .bind(set_limit)
                 .bind(limit)
+                .bind(set_ceiling)
+                .bind(ceiling)
                 .fetch_optional(self.writer())
                 .await?)
             }

@@ -72,6 +72,7 @@ conformance! {
     accounts: [
         create_get_list_count,
         update_keeps_absent_fields,
+        spend_ceiling,
     ],
     keys: [
         create_get_find_list,

@@ -112,7 +112,7 @@ enum AccountsCommand {
         #[arg(long)]
         monthly_spend_limit: Option<String>,
     },
-    /// Change an account's plan, status or monthly spend limit.
+    /// Change an account's plan, status, monthly spend limit or the ceiling on it.
     Update {
         id: String,
         #[arg(long)]
@@ -123,6 +123,11 @@ enum AccountsCommand {
         /// USD, or `none` to remove the limit.
         #[arg(long)]
         monthly_spend_limit: Option<String>,
+        /// The operator's ceiling (USD, or `none`): the account's owners may
+        /// set their monthly spend limit at most this high and cannot remove
+        /// it; the lower of the two holds.
+        #[arg(long)]
+        max_monthly_spend_limit: Option<String>,
     },
     /// List accounts.
     List,
@@ -238,16 +243,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     plan,
                     status,
                     monthly_spend_limit,
+                    max_monthly_spend_limit,
                 } => {
-                    admin::update_account(
-                        &*store,
-                        &config,
-                        &id,
-                        plan.as_deref(),
-                        status.as_deref(),
-                        monthly_spend_limit.as_deref(),
-                    )
-                    .await?
+                    let changes = admin::AccountChanges {
+                        plan: plan.as_deref(),
+                        status: status.as_deref(),
+                        monthly_spend_limit_usd: monthly_spend_limit.as_deref(),
+                        max_monthly_spend_limit_usd: max_monthly_spend_limit.as_deref(),
+                    };
+                    admin::update_account_with(&*store, &config, &id, changes).await?
                 }
                 AccountsCommand::List => admin::list_accounts(&*store).await?,
             };

@@ -1575,3 +1575,109 @@ async fn serve_first_admin_email_and_private_files() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `accounts update --max-monthly-spend-limit`: the operator's ceiling on
+/// the owners' limit, set, shown, changed with the owners' limit in one
+/// command, removed with `none`; a bad amount is a clear error.
+#[test]
+fn the_operator_sets_a_spend_ceiling() {
+    let dir = TempDir::new("ceiling");
+    let acct = json_of(
+        &dir,
+        &[
+            "accounts",
+            "create",
+            "--name",
+            "acme",
+            "--monthly-spend-limit",
+            "50",
+            "--json",
+        ],
+    );
+    assert_eq!(acct["max_monthly_spend_limit_usd"], json!(null));
+    let id = acct["id"].as_str().unwrap().to_owned();
+    let capped = json_of(
+        &dir,
+        &[
+            "accounts",
+            "update",
+            &id,
+            "--max-monthly-spend-limit",
+            "20",
+            "--json",
+        ],
+    );
+    assert_eq!(capped["max_monthly_spend_limit_usd"], json!("20.00"));
+    assert_eq!(
+        capped["monthly_spend_limit_usd"],
+        json!("50.00"),
+        "the owners' limit is kept (the lower of the two holds)"
+    );
+    let both = json_of(
+        &dir,
+        &[
+            "accounts",
+            "update",
+            &id,
+            "--monthly-spend-limit",
+            "none",
+            "--max-monthly-spend-limit",
+            "12.5",
+            "--json",
+        ],
+    );
+    assert_eq!(both["monthly_spend_limit_usd"], json!(null));
+    assert_eq!(both["max_monthly_spend_limit_usd"], json!("12.50"));
+    let listed = json_of(&dir, &["accounts", "list", "--json"]);
+    assert_eq!(listed[0]["max_monthly_spend_limit_usd"], json!("12.50"));
+    fails(
+        &dir,
+        &[
+            "accounts",
+            "update",
+            &id,
+            "--max-monthly-spend-limit",
+            "lots",
+        ],
+        "--max-monthly-spend-limit",
+    );
+    let lifted = json_of(
+        &dir,
+        &[
+            "accounts",
+            "update",
+            &id,
+            "--max-monthly-spend-limit",
+            "none",
+            "--json",
+        ],
+    );
+    assert_eq!(lifted["max_monthly_spend_limit_usd"], json!(null));
+}
+
+/// `TASKGATE_METRICS_TOKEN` is read like any setting; a value figment reads
+/// as a number is refused with a message that does not quote it.
+#[test]
+fn a_metrics_token_from_the_environment_is_never_echoed() {
+    let dir = TempDir::new("metricstoken");
+    let out = taskgate(&dir)
+        .args(["migrate", "--json"])
+        .env("TASKGATE_METRICS_TOKEN", "918273645546372819")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.to_lowercase().contains("metrics_token"), "{stderr}");
+    assert!(stderr.contains("must be a string"), "{stderr}");
+    assert!(!stderr.contains("918273645546372819"), "{stderr}");
+    let out = taskgate(&dir)
+        .args(["migrate", "--json"])
+        .env("TASKGATE_METRICS_TOKEN", "\"918273645546372819\"")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -465,7 +465,7 @@ class Sandbox(_Model):
         )
 
 
-StreamEventType = Literal["delta", "done"]
+StreamEventType = Literal["delta", "done", "expired"]
 
 
 @dataclasses.dataclass(frozen=True)

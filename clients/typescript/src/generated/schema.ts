@@ -148,7 +148,9 @@ export interface paths {
          * Follow a task's output as it is generated
          * @description Server-Sent Events: `event: delta` with data `{"text": "…"}` for each piece of a chat
          *     task's output, then `event: done` with the task object, and the stream ends. A
-         *     finished task answers with its `done` event at once.
+         *     finished task answers with its `done` event at once. A key holds a limited number of
+         *     streams open at once; a stream that reaches its longest duration ends with
+         *     `event: expired` instead (the task goes on: reconnect to follow it further).
          */
         get: operations["task_stream"];
         put?: never;
@@ -1359,7 +1361,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The event stream: `delta` events, then `done` */
+            /** @description The event stream: `delta` events, then `done` (or `expired`) */
             200: {
                 headers: {
                     /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
@@ -1377,7 +1379,7 @@ export interface operations {
                     "text/event-stream": {
                         data: string;
                         /** @enum {string} */
-                        event: "delta" | "done";
+                        event: "delta" | "done" | "expired";
                     } & ({
                         data?: unknown;
                         /** @constant */
@@ -1386,6 +1388,10 @@ export interface operations {
                         data?: unknown;
                         /** @constant */
                         event?: "done";
+                    } | {
+                        data?: unknown;
+                        /** @constant */
+                        event?: "expired";
                     });
                 };
             };
@@ -1425,9 +1431,18 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description rate_limit_exceeded (with Retry-After) */
+            /** @description rate_limit_exceeded, too_many_streams (with Retry-After) */
             429: {
                 headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,5 +1,5 @@
-//! The operator's pages (admins only): every account, with its plan and
-//! standing, created and changed here; every user, created (a password
+//! The operator's pages (admins only): every account, with its plan,
+//! standing and the ceiling on its spend limit, created and changed here; every user, created (a password
 //! generated and shown once), disabled, enabled, or given a new password.
 
 use std::sync::Arc;
@@ -26,6 +26,10 @@ struct AccountRow {
     plan: String,
     status: &'static str,
     spend_limit: String,
+    /// The operator's ceiling on the owners' spend limit: shown, and as
+    /// the form's value.
+    ceiling: String,
+    ceiling_value: String,
     created: String,
 }
 
@@ -90,6 +94,14 @@ async fn admin_page(
                     .monthly_spend_limit_micros
                     .map(|m| format!("${}", Micros(m).to_usd_string()))
                     .unwrap_or_else(|| "none".to_owned()),
+                ceiling: a
+                    .max_monthly_spend_limit_micros
+                    .map(|m| format!("${}", Micros(m).to_usd_string()))
+                    .unwrap_or_else(|| "none".to_owned()),
+                ceiling_value: a
+                    .max_monthly_spend_limit_micros
+                    .map(|m| Micros(m).to_usd_string())
+                    .unwrap_or_default(),
                 created: when(a.created_at),
             })
             .collect(),
@@ -161,9 +173,13 @@ pub struct AccountForm {
     plan: String,
     #[serde(default)]
     status: String,
+    /// The ceiling on the owners' monthly spend limit, in USD; sent empty,
+    /// it is removed (absent: left alone).
+    ceiling: Option<String>,
 }
 
-/// Changes an account's plan, or suspends or reactivates it.
+/// Changes an account's plan or the ceiling on its spend limit, or
+/// suspends or reactivates it.
 pub async fn update_account(
     State(app): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -190,10 +206,26 @@ pub async fn update_account(
             Err(e) => return again(&app, &session, e).await,
         },
     };
+    let ceiling = match form
+        .ceiling
+        .as_deref()
+        .map(|c| c.trim().trim_start_matches('$'))
+    {
+        None => None,
+        Some("") => Some(None),
+        Some(c) => match Micros::parse_usd(c) {
+            Ok(m) => Some(Some(m.0)),
+            Err(_) => {
+                let message = "The ceiling is an amount in USD, like 25 or 0.50; empty for none.";
+                return again(&app, &session, message.to_owned()).await;
+            }
+        },
+    };
     let update = AccountUpdate {
         plan,
         status,
         monthly_spend_limit_micros: None,
+        max_monthly_spend_limit_micros: ceiling,
     };
     match app.store.update_account(id, &update).await {
         Ok(Some(_)) => redirect("/dashboard/admin"),

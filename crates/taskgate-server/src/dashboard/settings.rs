@@ -1,5 +1,5 @@
 //! Settings: the account's plan, its limits and its monthly spend limit,
-//! which owners and admins set.
+//! which owners and admins set, under the ceiling the operator may have set.
 
 use std::sync::Arc;
 
@@ -29,6 +29,8 @@ struct SettingsPage {
     running: String,
     spend_limit: String,
     spend_limit_value: String,
+    /// The operator's ceiling on the spend limit, as `$20.00`, when set.
+    ceiling: Option<String>,
     may_manage: bool,
     error: Option<String>,
     saved: bool,
@@ -69,14 +71,25 @@ fn settings_page(
             limits.running_cap(if test { Mode::Test } else { Mode::Live }),
             "running tasks",
         ),
-        spend_limit: a
-            .monthly_spend_limit_micros
-            .map(|m| format!("${} per month", Micros(m).to_usd_string()))
-            .unwrap_or_else(|| "none".to_owned()),
+        // What holds: the owners' limit under the operator's ceiling.
+        spend_limit: match (
+            a.effective_spend_limit_micros(),
+            a.monthly_spend_limit_micros,
+        ) {
+            (None, _) => "none".to_owned(),
+            (Some(m), Some(own)) if m == own => format!("${} per month", Micros(m).to_usd_string()),
+            (Some(m), _) => format!(
+                "${} per month (the operator's ceiling)",
+                Micros(m).to_usd_string()
+            ),
+        },
         spend_limit_value: a
             .monthly_spend_limit_micros
             .map(|m| Micros(m).to_usd_string())
             .unwrap_or_default(),
+        ceiling: a
+            .max_monthly_spend_limit_micros
+            .map(|m| format!("${}", Micros(m).to_usd_string())),
         may_manage: session.user.role.manages_account(),
         error,
         saved,
@@ -115,6 +128,11 @@ pub async fn set_spend_limit(
             "Only the account's owners can change its spend limit.",
         );
     }
+    let refuse = |message: String| {
+        let page = settings_page(&app, &session, false, Some(message), false);
+        render_with(StatusCode::BAD_REQUEST, &page)
+    };
+    let ceiling = session.account.max_monthly_spend_limit_micros;
     let typed = form.spend_limit.trim().trim_start_matches('$');
     let limit = if typed.is_empty() {
         None
@@ -122,20 +140,37 @@ pub async fn set_spend_limit(
         match Micros::parse_usd(typed) {
             Ok(m) => Some(m.0),
             Err(_) => {
-                let page = settings_page(
-                    &app,
-                    &session,
-                    false,
-                    Some(
-                        "The spend limit is an amount in USD, like 25 or 0.50; empty for none."
-                            .to_owned(),
+                return refuse(match ceiling {
+                    None => "The spend limit is an amount in USD, like 25 or 0.50; empty for none."
+                        .to_owned(),
+                    Some(c) => format!(
+                        "The spend limit is an amount in USD, like 25 or 0.50, at most ${}.",
+                        Micros(c).to_usd_string()
                     ),
-                    false,
-                );
-                return render_with(StatusCode::BAD_REQUEST, &page);
+                });
             }
         }
     };
+    // Under an operator's ceiling an owner may lower the limit, never raise
+    // it past the ceiling nor remove it.
+    match (ceiling, limit) {
+        (Some(c), None) => {
+            return refuse(format!(
+                "The operator has set a ceiling of ${} per month on this account's spend \
+                 limit, so it cannot be removed. Set an amount up to ${}.",
+                Micros(c).to_usd_string(),
+                Micros(c).to_usd_string()
+            ));
+        }
+        (Some(c), Some(l)) if l > c => {
+            return refuse(format!(
+                "The spend limit can be at most ${} per month, the ceiling the operator set \
+                 for this account.",
+                Micros(c).to_usd_string()
+            ));
+        }
+        _ => {}
+    }
     let update = AccountUpdate {
         monthly_spend_limit_micros: Some(limit),
         ..AccountUpdate::default()

@@ -257,7 +257,7 @@ pub async fn page(
                 Micros(reserved).to_usd_string()
             );
         }
-        match account.monthly_spend_limit_micros {
+        match account.effective_spend_limit_micros() {
             Some(limit) => {
                 let _ = write!(text, " of a ${} limit", Micros(limit).to_usd_string());
             }

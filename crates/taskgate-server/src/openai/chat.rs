@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 use taskgate_core::TaskStatus;
 use taskgate_providers::kinds::Kind;
 use taskgate_store::TaskRecord;
-use tokio::sync::mpsc;
 
 use super::{
     CancelOnDrop, OpenAiError, call_body, metadata_of, model_entry, model_of, output_of,
@@ -25,7 +24,7 @@ use crate::body::JsonObject;
 use crate::envelope::Raw;
 use crate::executor::Told;
 use crate::v1::call::{Started, start_for};
-use crate::v1::tasks::{StreamEvent, follow_with};
+use crate::v1::tasks::{Reader, StreamEvent};
 
 /// Request fields whose answers a normalized `chat` task cannot carry:
 /// refused unless absent, `null` or `false`.
@@ -220,19 +219,25 @@ pub(super) async fn completions(
     } else {
         Told::AtEnd
     };
+    // A stream takes one of the key's stream slots before its task exists:
+    // a key at its cap is refused without a task.
+    let slot = if request.stream {
+        Some(app.stream_slots.open(principal.key_id)?)
+    } else {
+        None
+    };
     let started = start_for(&app, &principal, call, told).await?;
-    if !request.stream {
+    let Some(slot) = slot else {
         let task = until_end(&app, &principal, started).await?;
         return Ok(completion(&task, &request.model));
-    }
+    };
     let mut guard = CancelOnDrop::new(&app, &principal, started.task.id);
 
     let Started { task, done } = started;
-    let (tx, mut rx) = mpsc::channel::<StreamEvent>(64);
-    tokio::spawn(follow_with(app.clone(), principal, task.clone(), done, tx));
+    let mut reader = Reader::follow(&app, principal, task.clone(), done, slot);
     // The first event decides the status: a task that failed before any
     // output is an error answer, not a stream.
-    let first = rx.recv().await;
+    let first = reader.next().await;
     if let Some(StreamEvent::Done(t)) = &first
         && t.status != TaskStatus::Succeeded
     {
@@ -248,7 +253,8 @@ pub(super) async fn completions(
         sent_text: false,
         ended: false,
         first,
-        rx,
+        reader,
+        max_seconds: app.stream_slots.lifetime().as_secs(),
         guard,
     };
     let body = Body::from_stream(futures_util::stream::unfold(chunks, |mut c| async move {
@@ -321,7 +327,9 @@ struct Chunks {
     sent_text: bool,
     ended: bool,
     first: Option<StreamEvent>,
-    rx: mpsc::Receiver<StreamEvent>,
+    reader: Reader,
+    /// `limits.stream_max_seconds`, for the message of an expired stream.
+    max_seconds: u64,
     /// Cancels the task if the reader leaves before its end.
     guard: CancelOnDrop,
 }
@@ -333,7 +341,7 @@ impl Chunks {
         }
         let event = match self.first.take() {
             Some(e) => e,
-            None => match self.rx.recv().await {
+            None => match self.reader.next().await {
                 Some(e) => e,
                 None => {
                     // The follower stopped without the task's end (the
@@ -350,6 +358,23 @@ impl Chunks {
         };
         Some(match event {
             StreamEvent::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
+            StreamEvent::Expired => {
+                // The stream has lasted its most; the task goes on (its
+                // reader is told where to find its result), so it is not
+                // cancelled as when a reader leaves.
+                self.ended = true;
+                self.guard.disarm();
+                let err = OpenAiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "stream_expired",
+                    format!(
+                        "The stream reached its maximum duration of {} s. Task {} goes on; \
+                         read its result at /api/v1/tasks/{}.",
+                        self.max_seconds, self.id, self.id
+                    ),
+                );
+                data(&err.body())
+            }
             StreamEvent::Delta(text) => {
                 self.sent_text = true;
                 self.delta(&text)

@@ -20,6 +20,7 @@ use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
+use crate::stream_slots::StreamSlot;
 use crate::streams::{Hub, RemoteText};
 use crate::v1::call::find;
 use crate::v1::{QueryPairs, cursor};
@@ -240,30 +241,48 @@ pub async fn cancel_and_stop(
 }
 
 /// Pause between looks for a running task's output when it is not (yet)
-/// running here, and between reads of its state from the store.
+/// running here. (Its end is looked for in the store by one poller per
+/// task, shared by its readers: [`crate::follow`].)
 const STREAM_LOOK_EVERY: Duration = Duration::from_millis(100);
-const STREAM_STORE_EVERY: Duration = Duration::from_secs(1);
 const STREAM_KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// GET /tasks/{id}/stream: the task's output as Server-Sent Events while it
 /// is generated (`event: delta`, data `{"text": "…"}`), then the final task
-/// object (`event: done`). A finished task answers with `done` at once.
+/// object (`event: done`). A finished task answers with `done` at once. A
+/// key holds at most `limits.max_streams_per_key` streams open (else 429
+/// `too_many_streams`); one that reaches `limits.stream_max_seconds` ends
+/// with `event: expired`, and its reader reconnects.
 pub async fn stream(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<TasksRead>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    // Before the task is read: a key at its cap costs the store nothing.
+    let slot = app.stream_slots.open(principal.key_id)?;
     let task = find(&app, &principal, &id).await?;
-    let (tx, rx) = mpsc::channel::<StreamEvent>(64);
-    tokio::spawn(follow_with(app, principal, task, None, tx));
-    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-        let bytes = match rx.recv().await? {
-            StreamEvent::Delta(text) => sse("delta", &json!({ "text": text })),
-            StreamEvent::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
-            StreamEvent::Done(task) => sse("done", &TaskView::new(&task, true)),
-        };
-        Some((Ok::<_, Infallible>(bytes), rx))
-    }));
+    let task_id = task.id;
+    let reader = Reader::follow(&app, principal, task, None, slot);
+    let max_seconds = app.stream_slots.lifetime().as_secs();
+    let body = Body::from_stream(futures_util::stream::unfold(
+        reader,
+        move |mut reader| async move {
+            let bytes = match reader.next().await? {
+                StreamEvent::Delta(text) => sse("delta", &json!({ "text": text })),
+                StreamEvent::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
+                StreamEvent::Done(task) => sse("done", &TaskView::new(&task, true)),
+                StreamEvent::Expired => sse(
+                    "expired",
+                    &json!({
+                        "task_id": task_id,
+                        "reason": "stream_max_seconds",
+                        "max_seconds": max_seconds,
+                        "message": "The stream reached its maximum duration; reconnect to go on following the task.",
+                    }),
+                ),
+            };
+            Some((Ok::<_, Infallible>(bytes), reader))
+        },
+    ));
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -283,18 +302,64 @@ fn sse(event: &str, data: &impl Serialize) -> Bytes {
 
 /// What a reader of a task's output gets, in order: the text as it is
 /// generated (each delta is what was added since the last one), keep-alives
-/// in long silences, then the finished task.
+/// in long silences, then the finished task; or, when the stream has lasted
+/// `limits.stream_max_seconds`, `Expired` instead of what would follow.
 pub(crate) enum StreamEvent {
     Delta(String),
     KeepAlive,
     Done(Box<TaskRecord>),
+    Expired,
+}
+
+/// One reader of a task's stream: its events, until the task's end or the
+/// stream's deadline, holding the key's stream slot as long as it lives.
+pub(crate) struct Reader {
+    rx: mpsc::Receiver<StreamEvent>,
+    slot: StreamSlot,
+    ended: bool,
+}
+
+impl Reader {
+    /// Starts following `task` for `principal` (see [`follow_with`]).
+    pub(crate) fn follow(
+        app: &Arc<AppState>,
+        principal: Principal,
+        task: TaskRecord,
+        done: Option<oneshot::Receiver<TaskRecord>>,
+        slot: StreamSlot,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel::<StreamEvent>(64);
+        tokio::spawn(follow_with(app.clone(), principal, task, done, tx));
+        Self {
+            rx,
+            slot,
+            ended: false,
+        }
+    }
+
+    /// The next event; `None` after the last one (or when the follower
+    /// stopped without the task's end: the store could not be read).
+    pub(crate) async fn next(&mut self) -> Option<StreamEvent> {
+        if self.ended {
+            return None;
+        }
+        let event = match tokio::time::timeout_at(self.slot.deadline(), self.rx.recv()).await {
+            Ok(e) => e,
+            Err(_) => Some(StreamEvent::Expired),
+        };
+        self.ended = matches!(
+            event,
+            None | Some(StreamEvent::Done(_) | StreamEvent::Expired)
+        );
+        event
+    }
 }
 
 /// Feeds one reader of a task's stream until the task ends or the reader
 /// leaves (drops its receiver). `done`, when given, is the wait for the task
 /// registered before it was created (a fast task may end before `follow`
 /// starts); otherwise one is registered here.
-pub(crate) async fn follow_with(
+async fn follow_with(
     app: Arc<AppState>,
     principal: Principal,
     task: TaskRecord,
@@ -310,7 +375,6 @@ pub(crate) async fn follow_with(
     let mut hub: Option<Arc<Hub>> = None;
     let mut watch = None;
     let mut sent = 0usize;
-    let mut last_store_look = tokio::time::Instant::now();
     let mut last_write = tokio::time::Instant::now();
     let mut finished: Option<TaskRecord> = None;
     // With Redis, the text of a chat task running on another instance.
@@ -328,6 +392,12 @@ pub(crate) async fn follow_with(
     {
         finished = Some(t);
     }
+    // The task may run on another instance: its end shows in the store,
+    // where one poller per task looks for it.
+    let mut end = (finished.is_none()).then(|| {
+        app.followers
+            .end_of(principal.account_id, principal.mode, id)
+    });
     while finished.is_none() {
         if hub.is_none()
             && let Some(h) = app.executor.streams.get(id)
@@ -337,7 +407,7 @@ pub(crate) async fn follow_with(
         }
         if hub.is_none() && !remote_tried {
             remote_tried = true;
-            remote = app.executor.streams.remote(id).await;
+            remote = app.executor.streams.remote(id);
         }
         tokio::select! {
             more = async { remote.as_mut().expect("guarded").changed().await }, if remote.is_some() => {
@@ -365,6 +435,14 @@ pub(crate) async fn follow_with(
                     break;
                 }
             }
+            changed = async { end.as_mut().expect("guarded").changed().await }, if end.is_some() => {
+                let seen = end.as_ref().and_then(|e| e.borrow().clone());
+                match seen {
+                    Some(t) => finished = Some((*t).clone()),
+                    None if changed.is_err() => end = None,
+                    None => {}
+                }
+            }
             changed = async { watch.as_mut().map(|w| w.changed()).expect("guarded").await }, if watch.is_some() => {
                 if changed.is_err() {
                     watch = None;
@@ -372,15 +450,6 @@ pub(crate) async fn follow_with(
             }
             _ = tx.closed() => break,
             _ = tokio::time::sleep(STREAM_LOOK_EVERY) => {
-                if last_store_look.elapsed() >= STREAM_STORE_EVERY {
-                    // The task may run on another instance: its end shows in the store.
-                    last_store_look = tokio::time::Instant::now();
-                    if let Ok(Some(t)) = app.store.get_task(principal.account_id, principal.mode, id).await
-                        && t.status.is_terminal()
-                    {
-                        finished = Some(t);
-                    }
-                }
                 if last_write.elapsed() >= STREAM_KEEPALIVE {
                     last_write = tokio::time::Instant::now();
                     if tx.send(StreamEvent::KeepAlive).await.is_err() {
@@ -401,6 +470,7 @@ pub(crate) async fn follow_with(
         }
     }
     drop(done);
+    drop(end);
     app.executor.forget(id);
     if let Some(t) = finished {
         // A reader that was following the text gets all of it before the

@@ -1232,3 +1232,111 @@ async fn users_change_their_own_password(backend: Backend) {
     app.stop().await;
 }
 both!(users_change_their_own_password);
+/// The operator's ceiling on an account's spend limit, set by an admin on
+/// the admin page: with the owners' limit at "none" it is what holds (a
+/// call past it is refused), owners see it, and they may set a lower limit
+/// but neither a higher one nor none.
+async fn owners_set_their_spend_limit_under_the_ceiling(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    user(&app, &app.account_id, "root@example.com", "admin").await;
+    user(&app, &app.account_id, "owner@example.com", "owner").await;
+    let mut admin = signed_in(&app, "root@example.com").await;
+    let csrf = admin.get("/dashboard/admin").await.csrf();
+    let path = format!("/dashboard/admin/accounts/{}", app.account_id);
+    let r = admin
+        .post(&path, &[("csrf", &csrf), ("ceiling", "plenty")])
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(
+        r.text.contains("The ceiling is an amount in USD"),
+        "{}",
+        r.text
+    );
+    let r = admin
+        .post(&path, &[("csrf", &csrf), ("ceiling", "0.0001")])
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    assert!(
+        admin
+            .get("/dashboard/admin")
+            .await
+            .text
+            .contains("$0.000100")
+    );
+
+    // The owners set no limit: the ceiling holds.
+    let live = app.client(&app.live);
+    live.call(json!({"api": "sentiment", "input": {"text": "one"}}))
+        .await
+        .expect(200);
+    let refused = live
+        .call(json!({"api": "sentiment", "input": {"text": "two"}}))
+        .await
+        .expect_error(403, "usage_limit_exceeded");
+    assert!(refused.text.contains("0.0001"), "{}", refused.text);
+
+    let mut owner = signed_in(&app, "owner@example.com").await;
+    let page = owner.get("/dashboard/settings").await;
+    assert!(
+        page.text.contains("$0.000100 per month (the operator"),
+        "what holds, and why: {}",
+        page.text
+    );
+    assert!(
+        page.text
+            .contains("$0.000100 per month, set by the operator")
+    );
+    assert!(
+        page.text
+            .contains("Monthly spend limit (USD, at most $0.000100)")
+    );
+    let csrf = page.csrf();
+    for (typed, says) in [
+        ("1", "can be at most $0.000100 per month"),
+        ("", "cannot be removed"),
+    ] {
+        let r = owner
+            .post(
+                "/dashboard/settings/spend-limit",
+                &[("csrf", &csrf), ("spend_limit", typed)],
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{typed:?}");
+        assert!(r.text.contains(says), "{typed:?}: {}", r.text);
+    }
+    let id = app.account_id.parse().unwrap();
+    let a = app.store.get_account(id).await.unwrap().unwrap();
+    assert_eq!(a.monthly_spend_limit_micros, None, "nothing was saved");
+
+    // Lower is fine.
+    let r = owner
+        .post(
+            "/dashboard/settings/spend-limit",
+            &[("csrf", &csrf), ("spend_limit", "0.00005")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let a = app.store.get_account(id).await.unwrap().unwrap();
+    assert_eq!(a.monthly_spend_limit_micros, Some(50));
+    assert_eq!(a.effective_spend_limit_micros(), Some(50));
+
+    // Without the ceiling, the owners may remove their limit again.
+    let admin_csrf = admin.get("/dashboard/admin").await.csrf();
+    let r = admin
+        .post(&path, &[("csrf", &admin_csrf), ("ceiling", "")])
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let r = owner
+        .post(
+            "/dashboard/settings/spend-limit",
+            &[("csrf", &csrf), ("spend_limit", "")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let a = app.store.get_account(id).await.unwrap().unwrap();
+    assert_eq!(a.effective_spend_limit_micros(), None);
+    app.stop().await;
+}
+both!(owners_set_their_spend_limit_under_the_ceiling);

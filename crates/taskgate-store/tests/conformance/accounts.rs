@@ -89,6 +89,7 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
         plan: Some(plan("enterprise")),
         status: Some(AccountStatus::Active),
         monthly_spend_limit_micros: Some(None),
+        max_monthly_spend_limit_micros: None,
     };
     expected.plan = plan("enterprise");
     expected.status = AccountStatus::Active;
@@ -125,4 +126,81 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
         None
     );
     assert_eq!(store.count_accounts().await.unwrap(), 2);
+}
+
+/// The operator's ceiling is stored on its own: set, changed, removed, and
+/// left alone by updates that do not name it (nor does setting it touch
+/// the owners' limit). The limit that holds is the lower of the two.
+pub async fn spend_ceiling(store: Arc<dyn Store>) {
+    let mut with_ceiling = account("Capped");
+    with_ceiling.max_monthly_spend_limit_micros = Some(100_000_000);
+    store.create_account(&with_ceiling).await.unwrap();
+    assert_eq!(
+        store.get_account(with_ceiling.id).await.unwrap().as_ref(),
+        Some(&with_ceiling)
+    );
+    assert_eq!(
+        with_ceiling.effective_spend_limit_micros(),
+        Some(25_000_000)
+    );
+
+    // A ceiling below the owners' limit: it holds at once; their limit stays.
+    let update = AccountUpdate {
+        max_monthly_spend_limit_micros: Some(Some(10_000_000)),
+        ..AccountUpdate::default()
+    };
+    let lowered = store
+        .update_account(with_ceiling.id, &update)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lowered.monthly_spend_limit_micros, Some(25_000_000));
+    assert_eq!(lowered.max_monthly_spend_limit_micros, Some(10_000_000));
+    assert_eq!(lowered.effective_spend_limit_micros(), Some(10_000_000));
+
+    // The owners' limit changes without touching the ceiling; "none" of
+    // theirs leaves the ceiling to hold.
+    let update = AccountUpdate {
+        monthly_spend_limit_micros: Some(None),
+        ..AccountUpdate::default()
+    };
+    let own_none = store
+        .update_account(with_ceiling.id, &update)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(own_none.monthly_spend_limit_micros, None);
+    assert_eq!(own_none.max_monthly_spend_limit_micros, Some(10_000_000));
+    assert_eq!(own_none.effective_spend_limit_micros(), Some(10_000_000));
+
+    // Both in one update; then the ceiling removed, the owners' limit kept.
+    let update = AccountUpdate {
+        monthly_spend_limit_micros: Some(Some(3_000_000)),
+        max_monthly_spend_limit_micros: Some(Some(5_000_000)),
+        ..AccountUpdate::default()
+    };
+    let both = store
+        .update_account(with_ceiling.id, &update)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(both.effective_spend_limit_micros(), Some(3_000_000));
+    let update = AccountUpdate {
+        max_monthly_spend_limit_micros: Some(None),
+        ..AccountUpdate::default()
+    };
+    let removed = store
+        .update_account(with_ceiling.id, &update)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(removed.monthly_spend_limit_micros, Some(3_000_000));
+    assert_eq!(removed.max_monthly_spend_limit_micros, None);
+    assert_eq!(
+        store.get_account(with_ceiling.id).await.unwrap(),
+        Some(removed.clone())
+    );
+    let mut neither = removed;
+    neither.monthly_spend_limit_micros = None;
+    assert_eq!(neither.effective_spend_limit_micros(), None);
 }

@@ -75,6 +75,7 @@ pub fn account(name: &str) -> Account {
         plan: PlanName::parse("starter").unwrap(),
         status: AccountStatus::Active,
         monthly_spend_limit_micros: Some(25_000_000),
+        max_monthly_spend_limit_micros: None,
         created_at: at(T0),
     }
 }
