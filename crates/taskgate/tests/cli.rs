@@ -665,8 +665,10 @@ impl Serve {
         let mut child = taskgate(dir)
             .arg("serve")
             .env("TASKGATE_LISTEN", format!("127.0.0.1:{port}"))
-            // One worker: a second task waits `queued` behind the first.
+            // One worker (and one for test tasks, which have their own): a
+            // second task waits `queued` behind the first.
             .env("TASKGATE_WORKERS", "1")
+            .env("TASKGATE_TEST_WORKERS", "1")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1414,6 +1416,8 @@ async fn kill_9_of_an_instance_loses_no_running_task() {
     let env = [
         ("TASKGATE_DATABASE_URL", url.as_str()),
         ("TASKGATE_WORKERS", "256"),
+        // The tasks are a test key's: they run on the test workers.
+        ("TASKGATE_TEST_WORKERS", "256"),
         ("TASKGATE_TASK_LEASE_MS", "3000"),
         // No rate limit and no cap of running tasks for the first account.
         ("TASKGATE_DEFAULT_PLAN", "enterprise"),
