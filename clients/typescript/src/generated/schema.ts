@@ -753,7 +753,7 @@ export interface operations {
                     "application/json": components["schemas"]["TaskEnvelope"];
                 };
             };
-            /** @description invalid_json, invalid_field, invalid_input, invalid_parameter */
+            /** @description invalid_json, invalid_field, invalid_input, invalid_parameter, unsupported_parameter (an input option the API does not pass on) */
             400: {
                 headers: {
                     /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
@@ -915,7 +915,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description service_unavailable, storage_unavailable */
+            /** @description service_unavailable, storage_unavailable, server_busy (too many large bodies at once; Retry-After) */
             503: {
                 headers: {
                     [name: string]: unknown;
