@@ -1292,6 +1292,8 @@ async fn sigterm_drains_then_hands_back_what_it_cannot_finish() {
         &[
             ("TASKGATE_SHUTDOWN_GRACE_MS", "1500"),
             ("TASKGATE_WORKERS", "4"),
+            // The calls are a test key's: they run on the test workers.
+            ("TASKGATE_TEST_WORKERS", "4"),
         ],
     );
     serve.ready(&http).await;

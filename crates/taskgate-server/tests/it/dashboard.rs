@@ -1232,6 +1232,7 @@ async fn users_change_their_own_password(backend: Backend) {
     app.stop().await;
 }
 both!(users_change_their_own_password);
+
 /// The operator's ceiling on an account's spend limit, set by an admin on
 /// the admin page: with the owners' limit at "none" it is what holds (a
 /// call past it is refused), owners see it, and they may set a lower limit
