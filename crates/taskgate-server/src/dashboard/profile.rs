@@ -16,6 +16,7 @@ use taskgate_core::user::{PASSWORD_MIN_CHARS, password_problem};
 use super::pages::{Chrome, redirect, render, render_with};
 use super::password;
 use super::session::{self, Changes, Session, store_error};
+use super::sign_in::too_many;
 use crate::AppState;
 
 #[derive(Template)]
@@ -81,13 +82,13 @@ pub async fn change(
     let reservation = match failures.reserve(ip) {
         Ok(r) => r,
         Err(secs) => {
-            let mut r = refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("Too many wrong passwords. Try again in {secs} seconds."),
+            return too_many(
+                refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!("Too many wrong passwords. Try again in {secs} seconds."),
+                ),
+                secs,
             );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
-            return r;
         }
     };
     let user = &session.user;
@@ -101,13 +102,13 @@ pub async fn change(
         }
         Err(password::Busy) => {
             failures.release(&ip, reservation);
-            let mut r = refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Too many password checks at once. Try again in a moment.".to_owned(),
+            return too_many(
+                refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Too many password checks at once. Try again in a moment.".to_owned(),
+                ),
+                1,
             );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(1));
-            return r;
         }
     }
     let hash = password::hash_off_thread(form.new.clone()).await;

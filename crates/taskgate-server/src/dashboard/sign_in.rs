@@ -83,8 +83,9 @@ pub struct SignInForm {
     next: Option<String>,
 }
 
-/// A sign-in refused for a while: 429 with `Retry-After`.
-fn too_many(page: Response, secs: u64) -> Response {
+/// A page refused for a while (a sign-in, a password check): `page` with
+/// `Retry-After`, at least one second.
+pub(super) fn too_many(page: Response, secs: u64) -> Response {
     let mut r = page;
     r.headers_mut()
         .insert(header::RETRY_AFTER, header::HeaderValue::from(secs.max(1)));
