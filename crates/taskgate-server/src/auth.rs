@@ -23,10 +23,10 @@ use taskgate_core::{
 };
 use taskgate_store::{Account, KeyRecord, KeyState};
 
-use crate::AppState;
 use crate::config::PlanLimits;
 use crate::error::ApiError;
 use crate::ratelimit::{Decision, now_ms};
+use crate::state::AppState;
 
 /// Who is calling, already authenticated, in good standing and within limits.
 #[derive(Debug, Clone)]

@@ -28,8 +28,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Number, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Room for a call's fields beside its input (`api`, `metadata`, …).
 pub const ENVELOPE_MARGIN: u64 = 64 * 1024;

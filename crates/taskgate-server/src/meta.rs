@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use taskgate_core::key::hash_key;
 
-use crate::AppState;
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 
 pub async fn healthz() -> ApiResult<Data> {
     Data::ok(&json!({ "status": "ok" }))

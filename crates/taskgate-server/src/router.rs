@@ -5,7 +5,8 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::{Router, middleware};
 
-use crate::{AppState, auth, dashboard, envelope, meta, openai, v1};
+use crate::state::AppState;
+use crate::{auth, dashboard, envelope, meta, openai, v1};
 
 pub fn router(app: Arc<AppState>) -> Router {
     let api = Router::new()

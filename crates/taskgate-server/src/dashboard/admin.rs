@@ -14,7 +14,7 @@ use taskgate_store::AccountUpdate;
 
 use super::pages::{Chrome, error_page, not_found, redirect, render, render_with, when, when_opt};
 use super::session::{Changes, Session, store_error};
-use crate::AppState;
+use crate::state::AppState;
 
 fn admins_only() -> Response {
     error_page(StatusCode::FORBIDDEN, "Only admins can open this page.")
@@ -71,7 +71,7 @@ async fn admin_page(
             .unwrap_or_default()
     };
     Ok(AdminPage {
-        chrome: Chrome::new(session, "/dashboard/admin", false),
+        chrome: session.chrome("/dashboard/admin", false),
         users: users
             .iter()
             .map(|u| UserRow {

@@ -15,11 +15,11 @@ use taskgate_store::{KeyRecord, KeyState};
 
 use super::pages::{Chrome, error_page, not_found, pretty_json, redirect, render, render_with};
 use super::session::{Changes, Session, store_error};
-use crate::AppState;
 use crate::admin::{self, NewKey};
 use crate::auth::Principal;
 use crate::catalog::ApiEntry;
 use crate::config::PlanLimits;
+use crate::state::AppState;
 use crate::v1::QueryPairs;
 use crate::v1::apis::select_of;
 
@@ -118,7 +118,7 @@ pub async fn list(
         pairs.push(("cursor".to_owned(), cursor));
     }
     render(&ApisPage {
-        chrome: Chrome::new(&session, "/dashboard/apis", filters.mode == "test"),
+        chrome: session.chrome("/dashboard/apis", filters.mode == "test"),
         kinds: distinct(&app, |e| &e.spec.kind),
         providers: distinct(&app, |e| &e.spec.provider),
         filters,
@@ -154,7 +154,7 @@ fn api_page(
         .map(|e| pretty_json(&e.input))
         .unwrap_or_else(|| "{}".to_owned());
     ApiPage {
-        chrome: Chrome::new(session, "/dashboard/apis", test),
+        chrome: session.chrome("/dashboard/apis", test),
         api: Row::new(entry),
         timeout_ms: s.timeout_ms,
         max_input_bytes: s.max_input_bytes,

@@ -15,8 +15,8 @@ use taskgate_store::KeyRecord;
 
 use super::pages::{Chrome, not_found, redirect, render, render_with, when, when_opt};
 use super::session::{Changes, Session, store_error};
-use crate::AppState;
 use crate::admin::{self, NewKey};
+use crate::state::AppState;
 
 const PAGE: usize = 50;
 
@@ -116,7 +116,7 @@ pub async fn list(
         format!("/dashboard/keys?{mode}after={last}")
     });
     render(&KeysPage {
-        chrome: Chrome::new(&session, "/dashboard/keys", q.test()),
+        chrome: session.chrome("/dashboard/keys", q.test()),
         may_manage: session.user.role.manages_account(),
         summary: format!(
             "{all} {} {}, {active} active.",
@@ -153,7 +153,7 @@ fn new_key_page(
     name: String,
 ) -> NewKeyPage {
     NewKeyPage {
-        chrome: Chrome::new(session, "/dashboard/keys", test),
+        chrome: session.chrome("/dashboard/keys", test),
         error,
         name,
         scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
@@ -287,7 +287,7 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
     .await;
     match created {
         Ok(key) => render(&SecretPage {
-            chrome: Chrome::new(&session, "/dashboard/keys", test),
+            chrome: session.chrome("/dashboard/keys", test),
             title: "Key created".to_owned(),
             name,
             secret: key["secret"].as_str().unwrap_or_default().to_owned(),
@@ -345,7 +345,7 @@ async fn confirm(app: &AppState, session: Session, id: &str, roll: bool) -> Resp
         return forbidden_to_members();
     }
     let page = ConfirmPage {
-        chrome: Chrome::new(&session, "/dashboard/keys", key.mode == Mode::Test),
+        chrome: session.chrome("/dashboard/keys", key.mode == Mode::Test),
         title: if roll { "Roll key" } else { "Revoke key" },
         name: key.name.clone(),
         hint: key.hint.clone(),
@@ -415,7 +415,7 @@ pub async fn roll(
     };
     match admin::roll_key(&*app.store, &key.id.to_string(), grace).await {
         Ok(new) => render(&SecretPage {
-            chrome: Chrome::new(&session, "/dashboard/keys", key.mode == Mode::Test),
+            chrome: session.chrome("/dashboard/keys", key.mode == Mode::Test),
             title: "Key rolled".to_owned(),
             name: key.name.clone(),
             secret: new["secret"].as_str().unwrap_or_default().to_owned(),

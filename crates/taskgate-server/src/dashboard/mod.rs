@@ -25,9 +25,9 @@ use axum::Router;
 use axum::routing::{get, post};
 use taskgate_core::Email;
 
-use crate::AppState;
 use crate::config::DashboardConfig;
 use crate::ratelimit::AuthFailures;
+use crate::state::AppState;
 
 /// The dashboard's own state: failed sign-ins by address, by email, and by
 /// the pair (which addresses failed for an email).

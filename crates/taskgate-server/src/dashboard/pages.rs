@@ -5,7 +5,6 @@ use askama::Template;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::session::Session;
 use crate::envelope::Raw;
 
 /// The sections of the navigation, by path and label.
@@ -33,18 +32,6 @@ pub struct Chrome {
 }
 
 impl Chrome {
-    pub fn new(session: &Session, current: &'static str, test_mode: bool) -> Self {
-        Chrome {
-            email: session.user.email.as_str().to_owned(),
-            account: session.account.name.clone(),
-            role: session.user.role.as_str(),
-            csrf: session.csrf.clone(),
-            current,
-            test_mode,
-            is_admin: session.user.role == taskgate_core::Role::Admin,
-        }
-    }
-
     pub fn sections(&self) -> Vec<(&'static str, &'static str)> {
         let mut all = SECTIONS.to_vec();
         if self.is_admin {

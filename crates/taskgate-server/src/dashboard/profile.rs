@@ -17,7 +17,7 @@ use super::pages::{Chrome, redirect, render, render_with};
 use super::password;
 use super::session::{self, Changes, Session, store_error};
 use super::sign_in::too_many;
-use crate::AppState;
+use crate::state::AppState;
 
 #[derive(Template)]
 #[template(path = "dashboard/password.html")]
@@ -36,7 +36,7 @@ pub struct PasswordQuery {
 
 fn page_of(session: &Session, error: Option<String>, saved: bool) -> PasswordPage {
     PasswordPage {
-        chrome: Chrome::new(session, "/dashboard/password", false),
+        chrome: session.chrome("/dashboard/password", false),
         min_chars: PASSWORD_MIN_CHARS,
         error,
         saved,

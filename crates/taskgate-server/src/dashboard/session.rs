@@ -24,7 +24,7 @@ use taskgate_core::{Timestamp, UserStatus};
 use taskgate_store::{Account, SessionRecord, UserRecord};
 
 use super::pages;
-use crate::AppState;
+use crate::state::AppState;
 
 pub const COOKIE: &str = "taskgate_session";
 
@@ -41,6 +41,22 @@ pub struct Session {
 }
 
 /// 32 random bytes as 64 hex digits.
+impl Session {
+    /// The frame of a page this session sees: `current` is the section's
+    /// path, `test_mode` whether test data is shown.
+    pub fn chrome(&self, current: &'static str, test_mode: bool) -> pages::Chrome {
+        pages::Chrome {
+            email: self.user.email.as_str().to_owned(),
+            account: self.account.name.clone(),
+            role: self.user.role.as_str(),
+            csrf: self.csrf.clone(),
+            current,
+            test_mode,
+            is_admin: self.user.role == taskgate_core::Role::Admin,
+        }
+    }
+}
+
 pub fn random_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);

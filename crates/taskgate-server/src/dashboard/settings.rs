@@ -13,8 +13,8 @@ use taskgate_store::AccountUpdate;
 
 use super::pages::{Chrome, error_page, redirect, render, render_with, when};
 use super::session::{Changes, Session, store_error};
-use crate::AppState;
 use crate::config::PlanLimits;
+use crate::state::AppState;
 
 #[derive(Template)]
 #[template(path = "dashboard/settings.html")]
@@ -59,7 +59,7 @@ fn settings_page(
     let a = &session.account;
     let limits = PlanLimits::of(&app.config.plans, &a.plan);
     SettingsPage {
-        chrome: Chrome::new(session, "/dashboard/settings", test),
+        chrome: session.chrome("/dashboard/settings", test),
         account_id: a.id.to_string(),
         created: when(a.created_at),
         status: a.status.as_str(),

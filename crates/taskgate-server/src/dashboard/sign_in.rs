@@ -25,7 +25,7 @@ use taskgate_core::{Email, Timestamp, UserStatus};
 use super::pages::{self, redirect, render, render_with};
 use super::password;
 use super::session::{self, Changes, same_origin};
-use crate::AppState;
+use crate::state::AppState;
 
 #[derive(Template)]
 #[template(path = "dashboard/sign_in.html")]

@@ -17,7 +17,7 @@ use super::pages::{
     Chrome, error_page, not_found, pretty_json, redirect, render, url_encode, when, when_opt,
 };
 use super::session::{Changes, Session, store_error};
-use crate::AppState;
+use crate::state::AppState;
 use crate::v1::QueryPairs;
 use crate::v1::cursor;
 use crate::v1::tasks::{cancel_and_stop, list_query_of};
@@ -147,7 +147,7 @@ pub async fn list(
         Mode::Live
     };
     let mut page = TasksPage {
-        chrome: Chrome::new(&session, "/dashboard/tasks", filters.test()),
+        chrome: session.chrome("/dashboard/tasks", filters.test()),
         statuses: TaskStatus::ALL.iter().map(|s| s.as_str()).collect(),
         apis: app
             .catalog
@@ -252,7 +252,7 @@ pub async fn details(
     };
     let count = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_else(|| "–".to_owned());
     render(&TaskPage {
-        chrome: Chrome::new(&session, "/dashboard/tasks", t.mode == Mode::Test),
+        chrome: session.chrome("/dashboard/tasks", t.mode == Mode::Test),
         id: t.id.to_string(),
         api: t.api.as_str().to_owned(),
         status: t.status.as_str(),

@@ -17,9 +17,9 @@ use taskgate_core::{KeyId, Micros, Mode, Timestamp};
 
 use super::pages::{Chrome, render, when};
 use super::session::{Session, store_error};
-use crate::AppState;
 use crate::config::PlanLimits;
 use crate::ratelimit::Window;
+use crate::state::AppState;
 
 #[derive(Deserialize, Default)]
 pub struct UsageQuery {
@@ -317,7 +317,7 @@ pub async fn page(
         })
         .collect();
     render(&UsagePage {
-        chrome: Chrome::new(&session, "/dashboard/usage", test),
+        chrome: session.chrome("/dashboard/usage", test),
         ranges: RANGES
             .iter()
             .map(|r| (r.key, r.label, r.key == range.key))

@@ -18,11 +18,11 @@ use super::{
     CancelOnDrop, OpenAiError, call_body, metadata_of, model_entry, model_of, output_of,
     task_answer, task_header, unix_seconds, until_end,
 };
-use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
 use crate::envelope::Raw;
 use crate::executor::Told;
+use crate::state::AppState;
 use crate::v1::call::{Started, start_for};
 use crate::v1::tasks::{Reader, StreamEvent};
 

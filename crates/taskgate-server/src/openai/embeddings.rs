@@ -13,10 +13,10 @@ use taskgate_providers::kinds::Kind;
 use super::{
     OpenAiError, call_body, metadata_of, model_entry, model_of, output_of, task_answer, until_end,
 };
-use crate::AppState;
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
 use crate::executor::Told;
+use crate::state::AppState;
 use crate::v1::call::start_for;
 
 pub(super) async fn create(

@@ -24,11 +24,11 @@ use taskgate_core::{AccountId, Mode, TaskId, TaskStatus, Timestamp};
 use taskgate_providers::kinds::Kind;
 use taskgate_store::TaskRecord;
 
-use crate::AppState;
 use crate::auth::{ApisRead, Auth, Principal};
 use crate::catalog::ApiEntry;
 use crate::envelope::{Raw, framework_error};
 use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
 use crate::v1::call::Started;
 
 /// When this process started serving, in Unix seconds: the `created` of

@@ -7,11 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 use taskgate_core::ApiList;
 
-use crate::AppState;
 use crate::auth::{ApisRead, Auth, Principal};
 use crate::catalog::{ApiEntry, Catalog};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use crate::v1::{QueryPairs, cursor};
 
 #[derive(Serialize)]

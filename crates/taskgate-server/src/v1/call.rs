@@ -14,13 +14,13 @@ use taskgate_core::{
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 use tokio::sync::oneshot;
 
-use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::body::JsonObject;
 use crate::catalog::ApiEntry;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
 use crate::executor::Told;
+use crate::state::AppState;
 use crate::views::TaskView;
 
 const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];

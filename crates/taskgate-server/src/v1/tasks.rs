@@ -16,10 +16,10 @@ use taskgate_core::{AccountId, ApiList, ApiSlug, Mode, TaskId, TaskStatus, Times
 use taskgate_store::{TaskQuery, TaskRecord};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::AppState;
 use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use crate::stream_slots::StreamSlot;
 use crate::streams::{Hub, RemoteText};
 use crate::v1::call::find;

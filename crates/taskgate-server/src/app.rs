@@ -1,0 +1,336 @@
+//! The wiring: the service built from its configuration and store, its
+//! housekeeping rounds, and the handle that stops it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+use taskgate_core::RunnerId;
+use taskgate_store::Store;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::KeyCache;
+use crate::catalog::{self, Catalog, EnvLookup};
+use crate::config::{self, Config};
+use crate::executor::Executor;
+use crate::ratelimit::{self, RateLimiter};
+use crate::state::AppState;
+use crate::{
+    body, client_addr, dashboard, fair, follow, metrics, openapi, redis, router, serve,
+    stream_slots, usage,
+};
+
+/// Opens the store named by the config and brings its schema up to date.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let store = taskgate_store::connect_with(&config.database_url, config.database.pool())
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open the store ({})",
+                redact_url(&config.database_url)
+            )
+        })?;
+    store.migrate().await.context("cannot migrate the store")?;
+    Ok(store)
+}
+
+/// The database URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}://{}:***@{}", &url[..s], user, &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// A running server: its address, and a handle to stop it.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: Arc<AppState>,
+    shutdown: CancellationToken,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    /// Stops accepting, drains requests, waits for running tasks.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.done.await?
+    }
+
+    /// Waits until the server stops (it runs until `stop` or a signal).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.done.await?
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Starts the service on `listener` (or binds `config.listen`). Provider
+/// credentials named by the configuration are read from the process
+/// environment.
+pub async fn start(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: Option<TcpListener>,
+) -> anyhow::Result<Server> {
+    start_with_env(config, store, listener, catalog::process_env()).await
+}
+
+/// [`start`], reading provider credentials through `env` instead.
+pub async fn start_with_env(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: Option<TcpListener>,
+    env: EnvLookup,
+) -> anyhow::Result<Server> {
+    config.validate().map_err(anyhow::Error::msg)?;
+    metrics::install();
+    let listener = match listener {
+        Some(l) => l,
+        None => TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?,
+    };
+    let addr = listener.local_addr()?;
+    let catalog = Arc::new(Catalog::from_config(&config, &env).map_err(anyhow::Error::msg)?);
+    let upstream: Vec<String> = catalog
+        .all()
+        .iter()
+        .filter(|e| e.spec.provider != taskgate_providers::builtin::PROVIDER_NAME)
+        .map(|e| format!("{} ({})", e.spec.slug, e.spec.provider))
+        .collect();
+    tracing::info!(
+        apis = catalog.all().len(),
+        upstream = %if upstream.is_empty() { "none (set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY, or declare providers)".to_owned() } else { upstream.join(", ") },
+        "catalog ready"
+    );
+    let runner = config
+        .instance_id
+        .clone()
+        .unwrap_or_else(|| default_instance_id(addr));
+    let redis = match &config.redis_url {
+        Some(url) => Some(Arc::new(
+            redis::Redis::new(url).map_err(anyhow::Error::msg)?,
+        )),
+        None => None,
+    };
+    let executor = Executor::start(
+        store.clone(),
+        catalog.clone(),
+        runner,
+        fair::Workers {
+            live: config.workers,
+            test: config.test_workers(),
+        },
+        config.plans.clone(),
+        redis.clone(),
+        Duration::from_millis(config.task_lease_ms),
+    )
+    .await?;
+    let openapi = openapi::Documents::new(&catalog);
+    let dashboard = dashboard::DashboardState::new(&config.dashboard);
+    let state_http = config.http;
+    let state = Arc::new(AppState {
+        limiter: match &redis {
+            None => RateLimiter::memory(),
+            Some(redis) => RateLimiter::Redis(ratelimit::RedisLimiter::new(
+                redis.clone(),
+                config.redis_failure == config::RedisFailure::Open,
+            )),
+        },
+        auth_failures: ratelimit::AuthLimiter::new(config.auth_failures_per_minute, redis.clone()),
+        trusted_proxies: client_addr::TrustedProxies::parse(
+            &config.trusted_proxies,
+            config.client_ip_header,
+        )
+        .map_err(anyhow::Error::msg)?,
+        stream_slots: stream_slots::StreamSlots::new(&config.limits),
+        followers: follow::Followers::new(store.clone()),
+        config: Arc::new(config),
+        store,
+        catalog,
+        executor,
+        keys: KeyCache::default(),
+        openapi,
+        dashboard,
+        requests: usage::RequestCounter::default(),
+        large_bodies: body::LargeBodies::new(state_http.max_large_body_bytes_in_flight),
+        draining: AtomicBool::new(false),
+    });
+    let shutdown = CancellationToken::new();
+    tokio::spawn(flush_key_usage(state.clone(), shutdown.clone()));
+    let app = router::router(state.clone());
+    let token = shutdown.clone();
+    let st = state.clone();
+    let draining = state.clone();
+    let http = state.config.http;
+    let grace = Duration::from_millis(state.config.shutdown_grace_ms);
+    let done = tokio::spawn(async move {
+        let stopping = token.clone();
+        let serving = serve::serve(listener, app, http, async move {
+            stopping.cancelled().await;
+            // Not ready from the first moment of the stop.
+            draining
+                .draining
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut serving = std::pin::pin!(serving);
+        let served = tokio::select! {
+            _ = &mut serving => true,
+            _ = token.cancelled() => false,
+        };
+        // One grace for both: requests in flight (sync calls waiting for
+        // their tasks) and running tasks; what is left then is handed back.
+        let drained = async {
+            if !served
+                && tokio::time::timeout(grace + Duration::from_secs(1), &mut serving)
+                    .await
+                    .is_err()
+            {
+                tracing::warn!(
+                    "requests still in flight at the end of the shutdown grace were cut off"
+                );
+            }
+        };
+        tokio::join!(drained, st.executor.shutdown(grace));
+        flush_once(&st).await;
+        Ok(())
+    });
+    Ok(Server {
+        addr,
+        state,
+        shutdown,
+        done,
+    })
+}
+
+/// The instance's id in a shared store: host name and port, stable across
+/// restarts, so a restarted instance recognizes the tasks it left running.
+fn default_instance_id(addr: SocketAddr) -> RunnerId {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    RunnerId::host_port(&host, addr.port())
+}
+
+/// `last_used_at` is written in batches, once a second, not on every request.
+/// So are the request counts of the dashboard's Usage; and every ten minutes
+/// the counts past their keeping and the dashboard's stale sessions go.
+async fn flush_key_usage(state: Arc<AppState>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut ticks: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                flush_once(&state).await;
+                return;
+            }
+            _ = tick.tick() => {
+                flush_once(&state).await;
+                if ticks.is_multiple_of(600) {
+                    purge_once(&state).await;
+                }
+                ticks += 1;
+            }
+        }
+    }
+}
+
+async fn flush_once(state: &AppState) {
+    let used = state.keys.take_used();
+    if !used.is_empty()
+        && let Err(e) = state.store.touch_keys(&used).await
+    {
+        tracing::warn!(error = %e, "cannot record key usage");
+    }
+    let counts = state.requests.take();
+    if !counts.is_empty()
+        && let Err(e) = state.store.add_request_counts(&counts).await
+    {
+        tracing::warn!(error = %e, "cannot record request counts; retrying with the next");
+        state.requests.restore(counts);
+    }
+}
+
+/// Request counts are kept 35 days (the Usage page shows 30).
+const REQUEST_COUNTS_KEPT_MS: i64 = 35 * 86_400_000;
+
+/// Ended tasks past `days` (of `only` that mode, or every mode), in slices
+/// of [`PURGE_SLICE`] (a short write each, so the hot path's writes are
+/// not held up), at most for [`PURGE_BUDGET`] per round: what is left goes
+/// in the next round.
+async fn purge_tasks(
+    state: &AppState,
+    now: taskgate_core::Timestamp,
+    days: u32,
+    only: Option<taskgate_core::Mode>,
+) {
+    const PURGE_SLICE: i64 = 1_000;
+    const PURGE_BUDGET: Duration = Duration::from_secs(60);
+    let cutoff = now.minus_ms(i64::from(days) * 86_400_000);
+    let started = std::time::Instant::now();
+    let mut purged = 0;
+    while started.elapsed() < PURGE_BUDGET {
+        match state.store.purge_tasks(cutoff, only, PURGE_SLICE).await {
+            Ok(n) => {
+                purged += n;
+                if n < PURGE_SLICE as u64 {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot delete tasks past their retention");
+                break;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    if purged > 0 {
+        let mode = only.map_or("any", |m| m.as_str());
+        tracing::info!(purged, mode, "tasks past their retention deleted");
+    }
+}
+
+async fn purge_once(state: &AppState) {
+    let now = taskgate_core::Timestamp::now();
+    if let Err(e) = state
+        .store
+        .purge_request_counts(now.minus_ms(REQUEST_COUNTS_KEPT_MS))
+        .await
+    {
+        tracing::warn!(error = %e, "cannot purge old request counts");
+    }
+    let idle = state.config.dashboard.session_idle_minutes as i64 * 60_000;
+    if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
+        tracing::warn!(error = %e, "cannot purge ended sessions");
+    }
+    let c = &state.config;
+    if c.task_retention_days > 0 {
+        purge_tasks(state, now, c.task_retention_days, None).await;
+    }
+    // Test tasks cost nothing, so only their retention bounds what they
+    // store (a chat input is up to 4 MiB): they go after their own
+    // retention when it is the shorter.
+    if c.test_task_retention_days > 0
+        && (c.task_retention_days == 0 || c.test_task_retention_days < c.task_retention_days)
+    {
+        let test = Some(taskgate_core::Mode::Test);
+        purge_tasks(state, now, c.test_task_retention_days, test).await;
+    }
+    // The in-memory limiter forgets accounts idle for a day (Redis expires
+    // its keys by itself).
+    if let RateLimiter::Memory(m) = &state.limiter {
+        m.prune(now.unix_ms());
+    }
+}

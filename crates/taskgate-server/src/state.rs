@@ -1,0 +1,37 @@
+//! The state every door shares: the store, the catalog, the executor, the
+//! limiters and caches, built once by [`crate::app`] and handed to each
+//! handler behind an `Arc`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use taskgate_store::Store;
+
+use crate::auth::KeyCache;
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::executor::Executor;
+use crate::ratelimit::{self, RateLimiter};
+use crate::{body, client_addr, dashboard, follow, openapi, stream_slots, usage};
+
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Arc<dyn Store>,
+    pub catalog: Arc<Catalog>,
+    pub executor: Arc<Executor>,
+    pub limiter: RateLimiter,
+    pub auth_failures: ratelimit::AuthLimiter,
+    pub trusted_proxies: client_addr::TrustedProxies,
+    pub keys: KeyCache,
+    pub openapi: openapi::Documents,
+    pub dashboard: dashboard::DashboardState,
+    /// Requests per key and minute, for the dashboard's Usage.
+    pub requests: usage::RequestCounter,
+    /// Large request bodies being read and parsed, by their bytes.
+    pub large_bodies: body::LargeBodies,
+    /// Event streams open per key (`[limits]`).
+    pub stream_slots: Arc<stream_slots::StreamSlots>,
+    /// One look at the store per followed task, shared by its readers.
+    pub followers: follow::Followers,
+    pub draining: AtomicBool,
+}
