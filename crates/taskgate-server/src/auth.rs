@@ -211,17 +211,26 @@ async fn check(
     }
 
     app.keys.mark_used(key.id, Timestamp::now());
-    let principal = Principal {
-        key_id: key.id,
-        key_type: key.key_type,
-        mode: key.key_type.mode(),
-        scopes: key.scopes.clone(),
-        allowed_apis: key.allowed_apis.clone().map(Arc::new),
-        account_id: account.id,
-        monthly_spend_limit_micros: account.effective_spend_limit_micros(),
-        max_running_tasks: limits.running_cap(key.key_type.mode()),
-    };
+    let principal = Principal::of(&key, &account, limits);
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
+}
+
+impl Principal {
+    /// What `key` of `account` may do, under the account's plan `limits`:
+    /// what authentication decides once the key is known good (active, its
+    /// account active, within its rate limits).
+    pub fn of(key: &KeyRecord, account: &Account, limits: PlanLimits) -> Self {
+        Principal {
+            key_id: key.id,
+            key_type: key.key_type,
+            mode: key.key_type.mode(),
+            scopes: key.scopes.clone(),
+            allowed_apis: key.allowed_apis.clone().map(Arc::new),
+            account_id: account.id,
+            monthly_spend_limit_micros: account.effective_spend_limit_micros(),
+            max_running_tasks: limits.running_cap(key.key_type.mode()),
+        }
+    }
 }
 
 /// The key of `headers` and its account, or the 401 to answer (or the 429

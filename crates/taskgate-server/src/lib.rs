@@ -4,7 +4,6 @@
 //! [`start`] is the whole service; the binary and the tests both call it.
 //! docs/architecture.md shows the layers and which module owns what.
 
-pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod body;
@@ -21,17 +20,18 @@ pub mod meta;
 pub mod metrics;
 pub mod openai;
 pub mod openapi;
+pub mod password;
 #[cfg(test)]
 mod props;
 pub mod ratelimit;
 pub mod redis;
 pub mod router;
 pub mod serve;
+pub mod service;
 pub mod state;
 pub mod stream_slots;
 pub mod streams;
 pub mod usage;
-pub mod users;
 pub mod v1;
 pub mod views;
 

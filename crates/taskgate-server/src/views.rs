@@ -2,13 +2,19 @@
 
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+
 use taskgate_core::timestamp::rfc3339;
+use taskgate_core::{
+    AccountId, AccountStatus, ApiList, KeyType, PlanName, Role, Scopes, UserId, UserStatus,
+};
 use taskgate_core::{
     ApiSlug, Attempts, IdempotencyKey, KeyId, Micros, Mode, TaskError, TaskEvent, TaskId,
     TaskStatus, Timestamp,
 };
-use taskgate_store::{Account, KeyRecord, TaskRecord};
+use taskgate_store::{Account, KeyRecord, TaskRecord, UserRecord};
+
+use crate::service::keys::{CreatedKey, RolledKey};
+use crate::service::users::WithPassword;
 
 fn raw(s: &str) -> Option<&RawValue> {
     serde_json::from_str::<&RawValue>(s).ok()
@@ -123,33 +129,140 @@ pub fn usd_limit(micros: i64) -> String {
     s
 }
 
-pub fn account_json(a: &Account) -> Value {
-    json!({
-        "id": a.id,
-        "object": "account",
-        "name": a.name,
-        "plan": a.plan,
-        "status": a.status,
-        "monthly_spend_limit_usd": a.monthly_spend_limit_micros.map(usd_limit),
-        "max_monthly_spend_limit_usd": a.max_monthly_spend_limit_micros.map(usd_limit),
-        "created_at": a.created_at.rfc3339(),
-    })
+/// An account as the operator's tools show it (`taskgate accounts …`).
+#[derive(Serialize)]
+pub struct AccountView<'a> {
+    pub id: AccountId,
+    pub object: &'static str,
+    pub name: &'a str,
+    pub plan: &'a PlanName,
+    pub status: AccountStatus,
+    pub monthly_spend_limit_usd: Option<String>,
+    pub max_monthly_spend_limit_usd: Option<String>,
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub created_at: Timestamp,
 }
 
-pub fn key_json(k: &KeyRecord) -> Value {
-    json!({
-        "id": k.id,
-        "object": "api_key",
-        "account_id": k.account_id,
-        "name": k.name,
-        "type": k.key_type,
-        "mode": k.mode,
-        "scopes": k.scopes,
-        "allowed_apis": k.allowed_apis,
-        "hint": k.hint,
-        "created_at": k.created_at.rfc3339(),
-        "expires_at": k.expires_at.map(Timestamp::rfc3339),
-        "last_used_at": k.last_used_at.map(Timestamp::rfc3339),
-        "revoked_at": k.revoked_at.map(Timestamp::rfc3339),
-    })
+impl<'a> AccountView<'a> {
+    pub fn new(a: &'a Account) -> Self {
+        AccountView {
+            id: a.id,
+            object: "account",
+            name: &a.name,
+            plan: &a.plan,
+            status: a.status,
+            monthly_spend_limit_usd: a.monthly_spend_limit_micros.map(usd_limit),
+            max_monthly_spend_limit_usd: a.max_monthly_spend_limit_micros.map(usd_limit),
+            created_at: a.created_at,
+        }
+    }
+}
+
+/// An API key as the operator's tools show it; with its whole `secret`
+/// only when it was just made (shown this once), and `rolled_from` when it
+/// replaced another.
+#[derive(Serialize)]
+pub struct KeyView<'a> {
+    pub id: KeyId,
+    pub object: &'static str,
+    pub account_id: AccountId,
+    pub name: &'a str,
+    #[serde(rename = "type")]
+    pub key_type: KeyType,
+    pub mode: Mode,
+    pub scopes: &'a Scopes,
+    pub allowed_apis: Option<&'a ApiList>,
+    pub hint: &'a str,
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub created_at: Timestamp,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub last_used_at: Option<Timestamp>,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub revoked_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rolled_from: Option<KeyId>,
+}
+
+impl<'a> KeyView<'a> {
+    pub fn new(k: &'a KeyRecord) -> Self {
+        KeyView {
+            id: k.id,
+            object: "api_key",
+            account_id: k.account_id,
+            name: &k.name,
+            key_type: k.key_type,
+            mode: k.mode,
+            scopes: &k.scopes,
+            allowed_apis: k.allowed_apis.as_ref(),
+            hint: &k.hint,
+            created_at: k.created_at,
+            expires_at: k.expires_at,
+            last_used_at: k.last_used_at,
+            revoked_at: k.revoked_at,
+            secret: None,
+            rolled_from: None,
+        }
+    }
+
+    /// A key just made, with its secret.
+    pub fn created(made: &'a CreatedKey) -> Self {
+        KeyView {
+            secret: Some(made.secret.expose()),
+            ..KeyView::new(&made.key)
+        }
+    }
+
+    /// A key made to replace another, with its secret.
+    pub fn rolled(rolled: &'a RolledKey) -> Self {
+        KeyView {
+            secret: Some(rolled.secret.expose()),
+            rolled_from: Some(rolled.rolled_from),
+            ..KeyView::new(&rolled.key)
+        }
+    }
+}
+
+/// A dashboard user as the operator's tools show it; with `password` only
+/// when one was generated (shown this once).
+#[derive(Serialize)]
+pub struct UserView<'a> {
+    pub id: UserId,
+    pub object: &'static str,
+    pub account_id: AccountId,
+    pub email: &'a str,
+    pub role: Role,
+    pub status: UserStatus,
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub created_at: Timestamp,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub last_sign_in_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<&'a str>,
+}
+
+impl<'a> UserView<'a> {
+    pub fn new(u: &'a UserRecord) -> Self {
+        UserView {
+            id: u.id,
+            object: "user",
+            account_id: u.account_id,
+            email: u.email.as_str(),
+            role: u.role,
+            status: u.status,
+            created_at: u.created_at,
+            last_sign_in_at: u.last_sign_in_at,
+            password: None,
+        }
+    }
+
+    pub fn with_password(made: &'a WithPassword) -> Self {
+        UserView {
+            password: made.generated_password.as_deref(),
+            ..UserView::new(&made.user)
+        }
+    }
 }

@@ -10,7 +10,10 @@ use serde_json::Value;
 use taskgate_core::duration::parse_duration_ms;
 use taskgate_core::{KeyType, UserStatus};
 use taskgate_server::Config;
-use taskgate_server::{admin, users};
+use taskgate_server::service::accounts::FirstStart;
+
+use crate::operator as admin;
+use crate::operator as users;
 
 #[derive(Parser)]
 #[command(
@@ -251,7 +254,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                         monthly_spend_limit_usd: monthly_spend_limit.as_deref(),
                         max_monthly_spend_limit_usd: max_monthly_spend_limit.as_deref(),
                     };
-                    admin::update_account_with(&*store, &config, &id, changes).await?
+                    admin::update_account(&*store, &config, &id, changes).await?
                 }
                 AccountsCommand::List => admin::list_accounts(&*store).await?,
             };
@@ -271,7 +274,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                         .map_err(anyhow::Error::msg)?;
                     admin::create_key(
                         &*store,
-                        admin::NewKey {
+                        admin::NewKeyFlags {
                             account_id: &k.account,
                             key_type,
                             name: &k.name,
@@ -355,18 +358,17 @@ async fn serve(config: Config, admin_email: Option<String>) -> anyhow::Result<()
         .transpose()
         .map_err(|e| anyhow::anyhow!("--admin-email: {e}"))?;
     let store = taskgate_server::open_store(&config).await?;
-    if let Some((account, live, test)) = admin::bootstrap(&*store, &config).await? {
-        first_start_banner(&config, &account, &live, &test);
+    if let Some(first) = admin::bootstrap(&*store, &config).await? {
+        first_start_banner(&config, &first);
     }
     if let Some(admin) = users::bootstrap_admin(&*store, admin_email.as_ref()).await? {
-        let s = |k: &str| admin[k].as_str().unwrap_or_default().to_owned();
         println!(
             "Dashboard: http://{}/dashboard\n\
              An admin user was created; the password is shown this once.\n\n  \
              email: {}\n  password: {}\n",
             config.listen,
-            s("email"),
-            s("password"),
+            admin.user.email.as_str(),
+            admin.generated_password.as_deref().unwrap_or_default(),
         );
     }
     let server = taskgate_server::start(config, store, None).await?;
@@ -380,8 +382,7 @@ async fn serve(config: Config, admin_email: Option<String>) -> anyhow::Result<()
     server.wait().await
 }
 
-fn first_start_banner(config: &Config, account: &Value, live: &Value, test: &Value) {
-    let s = |v: &Value, k: &str| v[k].as_str().unwrap_or_default().to_owned();
+fn first_start_banner(config: &Config, first: &FirstStart) {
     let base = format!("http://{}", config.listen);
     println!(
         "\nFirst start: created the account `default` ({}) and two API keys.\n\
@@ -390,10 +391,10 @@ fn first_start_banner(config: &Config, account: &Value, live: &Value, test: &Val
          Try it:\n\n  curl -s {base}/api/v1/call \\\n    -H 'Authorization: Bearer {}' \\\n    \
          -H 'Content-Type: application/json' \\\n    \
          -d '{{\"api\": \"sentiment\", \"input\": {{\"text\": \"I love this\"}}}}'\n",
-        s(account, "id"),
-        s(live, "secret"),
-        s(test, "secret"),
-        s(test, "secret"),
+        first.account.id,
+        first.live.secret.expose(),
+        first.test.secret.expose(),
+        first.test.secret.expose(),
     );
 }
 

@@ -2,6 +2,7 @@
 //! and calls the library.
 
 mod cli;
+mod operator;
 
 use std::process::ExitCode;
 

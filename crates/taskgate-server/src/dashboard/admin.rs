@@ -9,11 +9,15 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
-use taskgate_core::{AccountId, AccountStatus, Micros, PlanName, Role, UserId, UserStatus};
+use taskgate_core::{AccountId, AccountStatus, Email, Micros, Role, UserId, UserStatus};
 use taskgate_store::AccountUpdate;
 
 use super::pages::{Chrome, error_page, not_found, redirect, render, render_with, when, when_opt};
 use super::session::{Changes, Session, store_error};
+use super::words;
+use crate::service::Actor;
+use crate::service::accounts::{self, AccountError, NewAccount};
+use crate::service::users::{self, NewUser, UserError, UserRef, WithPassword};
 use crate::state::AppState;
 
 fn admins_only() -> Response {
@@ -153,17 +157,25 @@ pub async fn create_account(
         return admins_only();
     }
     let limit = form.spend_limit.trim();
-    let created = crate::admin::create_account(
-        &*app.store,
-        &app.config,
-        &form.name,
-        &form.plan,
-        (!limit.is_empty()).then_some(limit),
-    )
-    .await;
-    match created {
+    let limit = match (!limit.is_empty())
+        .then(|| Micros::parse_usd(limit))
+        .transpose()
+    {
+        Ok(limit) => limit,
+        Err(e) => return again(&app, &session, e).await,
+    };
+    let new = NewAccount {
+        name: form.name,
+        plan: form.plan,
+        monthly_spend_limit: limit,
+    };
+    let actor = Actor::User(&session.user);
+    match accounts::create(&*app.store, &app.config, actor, new).await {
         Ok(_) => redirect("/dashboard/admin"),
-        Err(e) => again(&app, &session, e.to_string().replace("--name", "The name")).await,
+        Err(e) => match words::account_error(e) {
+            Ok(message) => again(&app, &session, message).await,
+            Err(e) => store_error(e),
+        },
     }
 }
 
@@ -194,9 +206,9 @@ pub async fn update_account(
     };
     let plan = match form.plan.as_str() {
         "" => None,
-        p => match PlanName::parse(p) {
-            Ok(p) if app.config.plans.contains_key(&p) => Some(p),
-            _ => return again(&app, &session, format!("There is no plan {p:?}.")).await,
+        p => match accounts::plan_of(&app.config, p) {
+            Ok(p) => Some(p),
+            Err(e) => return account_again(&app, &session, e).await,
         },
     };
     let status = match form.status.as_str() {
@@ -227,9 +239,26 @@ pub async fn update_account(
         monthly_spend_limit_micros: None,
         max_monthly_spend_limit_micros: ceiling,
     };
-    match app.store.update_account(id, &update).await {
-        Ok(Some(_)) => redirect("/dashboard/admin"),
-        Ok(None) => not_found(),
+    let actor = Actor::User(&session.user);
+    match accounts::update(&*app.store, &app.config, actor, id, update).await {
+        Ok(_) => redirect("/dashboard/admin"),
+        Err(AccountError::NotFound(_)) => not_found(),
+        // A form that changes nothing changed nothing: back to the page.
+        Err(AccountError::NothingToChange) => redirect("/dashboard/admin"),
+        Err(e) => account_again(&app, &session, e).await,
+    }
+}
+
+async fn account_again(app: &AppState, session: &Session, e: AccountError) -> Response {
+    match words::account_error(e) {
+        Ok(message) => again(app, session, message).await,
+        Err(e) => store_error(e),
+    }
+}
+
+async fn user_again(app: &AppState, session: &Session, e: UserError) -> Response {
+    match words::user_error(e) {
+        Ok(message) => again(app, session, message).await,
         Err(e) => store_error(e),
     }
 }
@@ -253,18 +282,34 @@ pub async fn create_user(
     if session.user.role != Role::Admin {
         return admins_only();
     }
-    match crate::users::create_user(&*app.store, &form.account, &form.email, &form.role, None).await
-    {
-        Ok(user) => with_password(&app, &session, &user).await,
-        Err(e) => again(&app, &session, e.to_string()).await,
+    let Ok(account) = AccountId::parse(&form.account) else {
+        return again(&app, &session, "There is no such account.".to_owned()).await;
+    };
+    let email = match Email::normalize(&form.email) {
+        Ok(e) => e,
+        Err(e) => return again(&app, &session, e).await,
+    };
+    let role = match form.role.parse::<Role>() {
+        Ok(r) => r,
+        Err(e) => return again(&app, &session, e).await,
+    };
+    let new = NewUser {
+        account,
+        email,
+        role,
+        password: None,
+    };
+    match users::create(&*app.store, Actor::User(&session.user), new).await {
+        Ok(made) => with_password(&app, &session, &made).await,
+        Err(e) => user_again(&app, &session, e).await,
     }
 }
 
 /// The page with `user`'s new password shown, this once.
-async fn with_password(app: &AppState, session: &Session, user: &serde_json::Value) -> Response {
+async fn with_password(app: &AppState, session: &Session, made: &WithPassword) -> Response {
     let shown = (
-        user["email"].as_str().unwrap_or_default().to_owned(),
-        user["password"].as_str().unwrap_or_default().to_owned(),
+        made.user.email.as_str().to_owned(),
+        made.generated_password.clone().unwrap_or_default(),
     );
     match admin_page(app, session, None, Some(shown)).await {
         Ok(p) => render(&p),
@@ -291,19 +336,22 @@ pub async fn update_user(
     let Ok(user_id) = UserId::parse(&id) else {
         return not_found();
     };
-    if user_id == session.user.id && form.action == "disable" {
-        return again(&app, &session, "You cannot disable yourself.".to_owned()).await;
-    }
-    let id = user_id.to_string();
-    let result = match form.action.as_str() {
-        "disable" => crate::users::set_status(&*app.store, &id, UserStatus::Disabled).await,
-        "enable" => crate::users::set_status(&*app.store, &id, UserStatus::Active).await,
-        "reset-password" => crate::users::reset_password(&*app.store, &id, None).await,
+    let who = UserRef::Id(user_id);
+    let actor = Actor::User(&session.user);
+    let store = &*app.store;
+    let status = match form.action.as_str() {
+        "disable" => UserStatus::Disabled,
+        "enable" => UserStatus::Active,
+        "reset-password" => {
+            return match users::reset_password(store, actor, &who, None).await {
+                Ok(made) => with_password(&app, &session, &made).await,
+                Err(e) => user_again(&app, &session, e).await,
+            };
+        }
         _ => return again(&app, &session, "Unknown action.".to_owned()).await,
     };
-    match result {
-        Ok(user) if form.action == "reset-password" => with_password(&app, &session, &user).await,
+    match users::set_status(store, actor, &who, status).await {
         Ok(_) => redirect("/dashboard/admin"),
-        Err(e) => again(&app, &session, e.to_string()).await,
+        Err(e) => user_again(&app, &session, e).await,
     }
 }

@@ -10,15 +10,16 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use taskgate_core::{KeyId, KeyType, Mode, Scopes, Timestamp};
-use taskgate_store::{KeyRecord, KeyState};
+use taskgate_core::{Mode, Timestamp};
 
 use super::pages::{Chrome, error_page, not_found, pretty_json, redirect, render, render_with};
 use super::session::{Changes, Session, store_error};
-use crate::admin::{self, NewKey};
+use super::words;
 use crate::auth::Principal;
 use crate::catalog::ApiEntry;
 use crate::config::PlanLimits;
+use crate::service::Actor;
+use crate::service::keys;
 use crate::state::AppState;
 use crate::v1::QueryPairs;
 use crate::v1::apis::select_of;
@@ -194,46 +195,6 @@ pub struct TryForm {
     input: String,
 }
 
-/// The account's test key that Try it's tasks are made with: an active test
-/// key of the account, or a new one named "Dashboard: Try it" (its secret is
-/// not kept: the dashboard needs only its id).
-async fn try_key(app: &AppState, session: &Session) -> Result<KeyRecord, Response> {
-    let keys = app
-        .store
-        .list_keys(session.account.id)
-        .await
-        .map_err(store_error)?;
-    let now = Timestamp::now();
-    let usable =
-        |k: &&KeyRecord| k.key_type == KeyType::Test && k.state_at(now) == KeyState::Active;
-    if let Some(k) = keys.iter().find(usable) {
-        return Ok(k.clone());
-    }
-    let account = session.account.id.to_string();
-    let made = admin::create_key(
-        &*app.store,
-        NewKey {
-            account_id: &account,
-            key_type: KeyType::Test,
-            name: "Dashboard: Try it",
-            scopes: None,
-            apis: None,
-            expires_in_ms: None,
-        },
-    )
-    .await
-    .map_err(|e| error_page(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()))?;
-    let id = made["id"]
-        .as_str()
-        .and_then(|i| KeyId::parse(i).ok())
-        .ok_or_else(|| error_page(StatusCode::INTERNAL_SERVER_ERROR, "No key was made."))?;
-    app.store
-        .get_key(id)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| error_page(StatusCode::INTERNAL_SERVER_ERROR, "No key was made."))
-}
-
 /// Runs the API in test mode with the form's input, as a sync POST /call
 /// with a test key would (the account's rate limits count it), and shows the
 /// task.
@@ -266,9 +227,15 @@ pub async fn try_it(
         Ok(v) => v,
         Err(e) => return again(format!("The input is not JSON: {e}.")),
     };
-    let key = match try_key(&app, &session).await {
+    let actor = Actor::User(&session.user);
+    let key = match keys::try_it_key(&*app.store, actor, session.account.id).await {
         Ok(k) => k,
-        Err(r) => return r,
+        Err(e) => {
+            return match words::key_error(e) {
+                Ok(message) => error_page(StatusCode::SERVICE_UNAVAILABLE, &message),
+                Err(e) => store_error(e),
+            };
+        }
     };
     let limits = PlanLimits::of(&app.config.plans, &session.account.plan);
     let Ok(decision) = app.limiter.check(session.account.id, limits).await else {
@@ -295,16 +262,7 @@ pub async fn try_it(
             ),
         );
     }
-    let principal = Principal {
-        key_id: key.id,
-        key_type: KeyType::Test,
-        mode: Mode::Test,
-        scopes: Scopes::all(),
-        allowed_apis: None,
-        account_id: session.account.id,
-        monthly_spend_limit_micros: None,
-        max_running_tasks: limits.running_cap(Mode::Test),
-    };
+    let principal = Principal::of(&key, &session.account, limits);
     let mut body = Map::new();
     body.insert("api".into(), json!(slug));
     body.insert("input".into(), input);

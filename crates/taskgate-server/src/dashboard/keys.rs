@@ -10,12 +10,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
-use taskgate_core::{KeyId, KeyType, Mode, Scope, Timestamp};
+use taskgate_core::{ApiList, ApiSlug, KeyId, KeyType, Mode, Scope, Timestamp};
 use taskgate_store::KeyRecord;
 
 use super::pages::{Chrome, not_found, redirect, render, render_with, when, when_opt};
 use super::session::{Changes, Session, store_error};
-use crate::admin::{self, NewKey};
+use super::words;
+use crate::service::Actor;
+use crate::service::keys::{self, NewKey};
 use crate::state::AppState;
 
 const PAGE: usize = 50;
@@ -243,21 +245,31 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
     let full_type = if test { KeyType::Test } else { KeyType::Live };
     let (key_type, scopes, apis) = match form.one("preset").unwrap_or("full") {
         "full" => (full_type, None, None),
-        "read" => (
-            KeyType::Restricted,
-            Some(vec![Scope::ApisRead.as_str().to_owned()]),
-            None,
-        ),
+        "read" => (KeyType::Restricted, Some(vec![Scope::ApisRead]), None),
         "custom" => {
             let scopes = form.all("scope");
             if scopes.is_empty() {
                 return again("Choose at least one scope for a custom key.");
             }
-            let apis = form.all("api");
+            let scopes = match scopes.iter().map(|s| s.trim().parse::<Scope>()).collect() {
+                Ok(scopes) => scopes,
+                Err(e) => return again(&e),
+            };
+            let apis = match form
+                .all("api")
+                .iter()
+                .map(|s| s.trim())
+                .filter(|s| !s.is_empty())
+                .map(ApiSlug::parse)
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(apis) => apis,
+                Err(e) => return again(&e),
+            };
             (
                 KeyType::Restricted,
                 Some(scopes),
-                (!apis.is_empty()).then_some(apis),
+                (!apis.is_empty()).then_some(ApiList(apis)),
             )
         }
         _ => return again("Choose Full access, Read-only or Custom."),
@@ -272,28 +284,26 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
             _ => return again("Choose when the key expires."),
         },
     };
-    let account = session.account.id.to_string();
-    let created = admin::create_key(
-        &*app.store,
-        NewKey {
-            account_id: &account,
-            key_type,
-            name: &name,
-            scopes,
-            apis,
-            expires_in_ms,
-        },
-    )
-    .await;
-    match created {
-        Ok(key) => render(&SecretPage {
+    let new = NewKey {
+        key_type,
+        name: name.clone(),
+        scopes,
+        apis,
+        expires_in_ms,
+    };
+    let actor = Actor::User(&session.user);
+    match keys::create(&*app.store, actor, session.account.id, new).await {
+        Ok(made) => render(&SecretPage {
             chrome: session.chrome("/dashboard/keys", test),
             title: "Key created".to_owned(),
             name,
-            secret: key["secret"].as_str().unwrap_or_default().to_owned(),
+            secret: made.secret.expose().to_owned(),
             note: None,
         }),
-        Err(e) => again(&e.to_string()),
+        Err(e) => match words::key_error(e) {
+            Ok(message) => again(&message),
+            Err(e) => store_error(e),
+        },
     }
 }
 
@@ -381,8 +391,11 @@ pub async fn revoke(
     if !session.user.role.manages_account() {
         return forbidden_to_members();
     }
-    if let Err(e) = app.store.revoke_key(key.id, Timestamp::now()).await {
-        return store_error(e);
+    if let Err(e) = keys::revoke(&*app.store, Actor::User(&session.user), key.id).await {
+        return match words::key_error(e) {
+            Ok(message) => super::pages::error_page(StatusCode::CONFLICT, &message),
+            Err(e) => store_error(e),
+        };
     }
     let mode = if key.mode == Mode::Test {
         "?mode=test"
@@ -413,12 +426,12 @@ pub async fn roll(
     let Some(grace) = period_ms(&form.grace) else {
         return super::session::bad_form();
     };
-    match admin::roll_key(&*app.store, &key.id.to_string(), grace).await {
+    match keys::roll(&*app.store, Actor::User(&session.user), key.id, grace).await {
         Ok(new) => render(&SecretPage {
             chrome: session.chrome("/dashboard/keys", key.mode == Mode::Test),
             title: "Key rolled".to_owned(),
             name: key.name.clone(),
-            secret: new["secret"].as_str().unwrap_or_default().to_owned(),
+            secret: new.secret.expose().to_owned(),
             note: Some(format!(
                 "The old key ({}) {}.",
                 key.hint,
@@ -429,7 +442,10 @@ pub async fn roll(
                 }
             )),
         }),
-        Err(e) => super::pages::error_page(StatusCode::CONFLICT, &e.to_string()),
+        Err(e) => match words::key_error(e) {
+            Ok(message) => super::pages::error_page(StatusCode::CONFLICT, &message),
+            Err(e) => store_error(e),
+        },
     }
 }
 

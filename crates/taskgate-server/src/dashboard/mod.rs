@@ -10,13 +10,13 @@ mod admin;
 mod apis;
 mod keys;
 pub mod pages;
-pub mod password;
 mod profile;
 pub mod session;
 mod settings;
 mod sign_in;
 mod tasks;
 mod usage;
+mod words;
 
 use std::net::IpAddr;
 use std::sync::Arc;

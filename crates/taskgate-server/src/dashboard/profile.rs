@@ -14,9 +14,9 @@ use serde::Deserialize;
 use taskgate_core::user::{PASSWORD_MIN_CHARS, password_problem};
 
 use super::pages::{Chrome, redirect, render, render_with};
-use super::password;
 use super::session::{self, Changes, Session, store_error};
 use super::sign_in::too_many;
+use crate::password;
 use crate::state::AppState;
 
 #[derive(Template)]

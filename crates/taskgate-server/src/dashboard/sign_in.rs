@@ -23,8 +23,8 @@ use serde::Deserialize;
 use taskgate_core::{Email, Timestamp, UserStatus};
 
 use super::pages::{self, redirect, render, render_with};
-use super::password;
 use super::session::{self, Changes, same_origin};
+use crate::password;
 use crate::state::AppState;
 
 #[derive(Template)]

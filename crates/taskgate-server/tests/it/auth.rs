@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use reqwest::Method;
 use serde_json::{Value, json};
 use taskgate_core::key::hash_key;
 use taskgate_core::{ApiKeySecret, KeyType};
-use taskgate_server::admin;
 
 use crate::utils::{Backend, Resp, TestApp, TestClient, both, sentiment};
 

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use serde_json::{Value, json};
 use taskgate_core::KeyType;
-use taskgate_server::admin;
 
 use crate::utils::{Backend, TestApp, TestClient, both, sentiment};
 

@@ -10,9 +10,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use serde_json::json;
 use taskgate_core::KeyType;
-use taskgate_server::{Config, admin};
+use taskgate_server::Config;
 
 use crate::instances::{PrivateRedis, free_port};
 use crate::utils::TestClient;

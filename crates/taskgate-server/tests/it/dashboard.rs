@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ops::users;
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use serde_json::json;
-use taskgate_server::users;
 
 use crate::utils::{Backend, TestApp, TestClient, both};
 

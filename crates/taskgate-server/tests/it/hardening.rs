@@ -667,7 +667,7 @@ async fn concurrent_calls_never_overshoot_the_spend_limit(backend: Backend) {
         return;
     };
     // 0.0005 USD: five calls of the built-in APIs (0.0001 each).
-    taskgate_server::admin::update_account(
+    crate::ops::admin::update_account(
         &*app.store,
         &app.config,
         &app.account_id,

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::json;
 use taskgate_core::KeyType;
-use taskgate_server::admin;
 
 use crate::utils::{Backend, Resp, TestApp, TestClient, both, sentiment};
 

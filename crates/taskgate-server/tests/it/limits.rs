@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use futures_util::future::join_all;
 use serde_json::json;
 use taskgate_core::KeyType;
-use taskgate_server::admin;
 use taskgate_server::config::PlanLimits;
 
 use crate::utils::{Backend, Resp, TestApp, both, sentiment};

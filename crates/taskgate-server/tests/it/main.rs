@@ -1,6 +1,7 @@
 //! Black-box tests: a real server on port 0, over HTTP, on SQLite and
 //! PostgreSQL both. One binary, so the build is shared.
 
+mod ops;
 mod utils;
 
 mod auth;

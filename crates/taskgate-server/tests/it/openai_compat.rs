@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use base64::Engine;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use taskgate_core::KeyType;
-use taskgate_server::admin;
 use taskgate_server::config::ApiOverride;
 
 use crate::upstream::{Fake, Reply, SECRET, chat_api, chat_completion, chunk, streamed};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::ops::admin;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -19,7 +20,6 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use taskgate_providers::upstream::{Protocol, ProviderConfig, Secret, TargetConfig};
 use taskgate_server::Config;
-use taskgate_server::admin;
 use taskgate_server::config::ApiOverride;
 
 use crate::utils::{Backend, TestApp, TestClient, both};

@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::ops::admin;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use taskgate_core::KeyType;
 use taskgate_server::config::PlanLimits;
-use taskgate_server::{Config, Server, admin};
+use taskgate_server::{Config, Server};
 use taskgate_store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,57 @@
+//! The services' errors in the dashboard's words, in one place. A storage
+//! failure is not worded here: it gets the dashboard's error page
+//! (`session::store_error`), like every other.
+
+use crate::service::accounts::{self, AccountError};
+use crate::service::keys::{self, KeyError};
+use crate::service::users::UserError;
+
+/// What the page says of `e`, or `Err` with the store's error for the
+/// error page.
+pub fn account_error(e: AccountError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        AccountError::BadName => format!(
+            "The name must be 1 to {} characters.",
+            accounts::NAME_MAX_CHARS
+        ),
+        AccountError::UnknownPlan { plan, .. } => format!("There is no plan {plan:?}."),
+        AccountError::NothingToChange => "Nothing was changed.".to_owned(),
+        AccountError::NotFound(_) => "There is no such account.".to_owned(),
+        AccountError::Forbidden => "Only admins can do this.".to_owned(),
+        AccountError::Key(e) => return key_error(e),
+        AccountError::Store(e) => return Err(e),
+    })
+}
+
+pub fn key_error(e: KeyError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        KeyError::AccountNotFound(_) | KeyError::NotFound(_) => "There is no such key.".to_owned(),
+        KeyError::BadName => format!(
+            "A key needs a name of 1 to {} characters.",
+            keys::NAME_MAX_CHARS
+        ),
+        KeyError::ScopesNeeded => "Choose at least one scope for a custom key.".to_owned(),
+        KeyError::ScopesNotRestricted | KeyError::ApisNotRestricted => {
+            "Scopes and APIs are chosen for custom keys only.".to_owned()
+        }
+        KeyError::ApisEmpty => "Choose at least one API, or none to allow all.".to_owned(),
+        KeyError::BadLifetime => "Choose when the key expires.".to_owned(),
+        KeyError::Revoked(_) => "This key is revoked; create a new key instead.".to_owned(),
+        KeyError::Expired(_) => "This key has expired; create a new key instead.".to_owned(),
+        KeyError::Forbidden => "Only the account's owners can change its keys.".to_owned(),
+        KeyError::Store(e) => return Err(e),
+    })
+}
+
+pub fn user_error(e: UserError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        UserError::AccountNotFound(_) => "There is no such account.".to_owned(),
+        UserError::NotFound => "There is no such user.".to_owned(),
+        UserError::EmailTaken(email) => format!("A user with email {email} exists."),
+        UserError::WeakPassword(problem) => problem,
+        UserError::BadEmail(problem) => problem,
+        UserError::DisablingSelf => "You cannot disable yourself.".to_owned(),
+        UserError::Forbidden => "Only admins can do this.".to_owned(),
+        UserError::Store(e) => return Err(e),
+    })
+}

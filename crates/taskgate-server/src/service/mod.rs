@@ -1,0 +1,68 @@
+//! The application's services: what Taskgate does, once, under every door.
+//!
+//! The doors (`/api/v1`, `/openai/v1`, the dashboard, the CLI) parse their
+//! input into the domain types of `taskgate-core`, call a function here with
+//! the [`Actor`] who asks, and render what it returns in their own shape.
+//! Each module has one error enum: what went wrong, in the domain's terms,
+//! with no HTTP status and no wording of a door; each door turns it into its
+//! own words in one place.
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`accounts`] | creating and changing accounts; the first start's account |
+//! | [`keys`] | API keys: create, list, revoke, roll |
+//! | [`users`] | dashboard users: create, list, disable, passwords |
+//! | [`calls`] | a call: validation, idempotency, spend, storing and running its task, the sync wait |
+//! | [`tasks`] | a caller's tasks: find, list, cancel |
+//! | [`apis`] | the catalog as a caller sees it |
+
+pub mod accounts;
+
+pub mod keys;
+
+pub mod users;
+
+use taskgate_core::{AccountId, Role};
+use taskgate_store::UserRecord;
+
+use crate::auth::Principal;
+
+/// Who asks a service for something. The services decide what each may do.
+#[derive(Clone, Copy)]
+pub enum Actor<'a> {
+    /// The operator: the command line, and the first start. May do anything.
+    Operator,
+    /// A user signed in to the dashboard.
+    User(&'a UserRecord),
+    /// An API key, as authentication found it.
+    Key(&'a Principal),
+}
+
+impl Actor<'_> {
+    /// Manages every account and user: the operator and admins.
+    pub fn administers(&self) -> bool {
+        match self {
+            Actor::Operator => true,
+            Actor::User(u) => u.role == Role::Admin,
+            Actor::Key(_) => false,
+        }
+    }
+
+    /// Creates, rolls and revokes `account`'s keys and sets its spend limit:
+    /// those who administer, and the account's owners.
+    pub fn manages(&self, account: AccountId) -> bool {
+        match self {
+            Actor::User(u) if u.account_id == account => u.role.manages_account(),
+            other => other.administers(),
+        }
+    }
+
+    /// Sees `account`: its keys, tasks and usage.
+    pub fn sees(&self, account: AccountId) -> bool {
+        match self {
+            Actor::Operator => true,
+            Actor::User(u) => u.account_id == account || u.role == Role::Admin,
+            Actor::Key(p) => p.account_id == account,
+        }
+    }
+}
