@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod password;
 #[cfg(test)]
 mod props;
+pub mod query;
 pub mod ratelimit;
 pub mod redis;
 pub mod router;

@@ -21,10 +21,10 @@ use taskgate_core::{IdempotencyKey, Mode, SandboxOutcome};
 use taskgate_store::KeyRecord;
 
 use crate::catalog::{ApiEntry, Catalog};
-use crate::v1::call::{
+use crate::query::cursor;
+use crate::service::calls::{
     METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS, SANDBOX_MAX_DELAY_MS,
 };
-use crate::v1::cursor;
 
 #[derive(ToSchema)]
 struct Meta {

@@ -17,7 +17,8 @@ use taskgate_providers::schema::CompiledSchema;
 use crate::auth::{Principal, api_key_of};
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::v1::{QueryPairs, apis, cursor, tasks};
+use crate::query::{QueryPairs, cursor};
+use crate::v1::{apis, tasks};
 
 /// Whether `s` matches the JSON Schema `pattern`, as a client would check it.
 fn matches(pattern: &str, s: &str) -> bool {
@@ -197,9 +198,9 @@ proptest! {
 
     #[test]
     fn call_body_parts_never_panic(value in json()) {
-        let _ = crate::v1::call::check_sandbox(value.clone());
+        let _ = crate::service::calls::check_sandbox(value.clone());
         if let Value::Object(m) = value {
-            let _ = crate::v1::call::check_metadata(m);
+            let _ = crate::service::calls::check_metadata(m);
         }
     }
 }

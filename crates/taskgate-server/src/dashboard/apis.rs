@@ -18,11 +18,10 @@ use super::words;
 use crate::auth::Principal;
 use crate::catalog::ApiEntry;
 use crate::config::PlanLimits;
+use crate::query::{self, QueryPairs};
 use crate::service::Actor;
-use crate::service::keys;
+use crate::service::{calls, keys};
 use crate::state::AppState;
-use crate::v1::QueryPairs;
-use crate::v1::apis::select_of;
 
 #[derive(Deserialize, Default)]
 pub struct Filters {
@@ -109,7 +108,7 @@ pub async fn list(
     // The whole catalog, in pages of GET /apis's largest size.
     let mut rows = Vec::new();
     loop {
-        let (page, next) = match select_of(&app.catalog, None, &QueryPairs(pairs.clone())) {
+        let (page, next) = match query::api_page(&app.catalog, None, &QueryPairs(pairs.clone())) {
             Ok(p) => p,
             Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.message),
         };
@@ -266,21 +265,15 @@ pub async fn try_it(
     let mut body = Map::new();
     body.insert("api".into(), json!(slug));
     body.insert("input".into(), input);
-    match crate::v1::call::call_for(&app, &principal, body).await {
-        Ok(task) => {
-            let id = task["id"].as_str().unwrap_or_default();
-            redirect(&format!("/dashboard/tasks/{id}"))
-        }
-        Err(e) => {
-            let mut message = e.message.clone();
-            if let Some(details) = e.details.as_deref().and_then(Value::as_array) {
-                for d in details {
-                    if let (Some(p), Some(m)) = (d["path"].as_str(), d["message"].as_str()) {
-                        message.push_str(&format!(" {p}: {m}."));
-                    }
-                }
-            }
-            again(message)
-        }
+    let ran = match calls::validate(&app.catalog, &principal, body) {
+        Ok(call) => calls::run(&app, &principal, call).await,
+        Err(e) => Err(e),
+    };
+    match ran {
+        Ok(task) => redirect(&format!("/dashboard/tasks/{}", task.id)),
+        Err(e) => match words::call_error(e) {
+            Ok(message) => again(message),
+            Err(e) => store_error(e),
+        },
     }
 }

@@ -17,10 +17,10 @@ use super::pages::{
     Chrome, error_page, not_found, pretty_json, redirect, render, url_encode, when, when_opt,
 };
 use super::session::{Changes, Session, store_error};
+use crate::query::cursor;
+use crate::query::{self, QueryPairs};
+use crate::service::tasks::{self, Holder, TaskError};
 use crate::state::AppState;
-use crate::v1::QueryPairs;
-use crate::v1::cursor;
-use crate::v1::tasks::{cancel_and_stop, list_query_of};
 
 const PAGE: &str = "25";
 
@@ -160,7 +160,7 @@ pub async fn list(
         next_page: None,
         filters,
     };
-    let query = match list_query_of(session.account.id, mode, None, &page.filters.query()) {
+    let query = match query::task_query(session.account.id, mode, None, &page.filters.query()) {
         Ok(Some(q)) => q,
         Ok(None) => return render(&page),
         Err(e) => {
@@ -168,13 +168,12 @@ pub async fn list(
             return super::pages::render_with(StatusCode::BAD_REQUEST, &page);
         }
     };
-    let mut tasks = match app.store.list_tasks(&query).await {
-        Ok(t) => t,
-        Err(e) => return store_error(e),
+    let (tasks, more) = match tasks::list(&app, &query).await {
+        Ok(page) => page,
+        Err(TaskError::Store(e)) => return store_error(e),
+        Err(_) => return not_found(),
     };
-    let limit = (query.limit - 1) as usize;
-    if tasks.len() > limit {
-        tasks.truncate(limit);
+    if more {
         page.next_page = tasks.last().map(|t| {
             page.filters
                 .with_cursor(&cursor::after_task(query.descending, t.id))
@@ -322,18 +321,13 @@ pub async fn cancel(
         Ok(t) => t,
         Err(r) => return r,
     };
-    match cancel_and_stop(&app, t.account_id, t.mode, t.id).await {
-        Ok(Some(after)) if after.status == TaskStatus::Cancelled => {
-            redirect(&format!("/dashboard/tasks/{}", t.id))
-        }
-        Ok(Some(after)) => error_page(
+    match tasks::cancel(&app, Holder::account(t.account_id, t.mode), t.id).await {
+        Ok(_) => redirect(&format!("/dashboard/tasks/{}", t.id)),
+        Err(TaskError::NotCancellable(status)) => error_page(
             StatusCode::CONFLICT,
-            &format!(
-                "The task has already {}; it cannot be cancelled.",
-                after.status
-            ),
+            &format!("The task has already {status}; it cannot be cancelled."),
         ),
-        Ok(None) => not_found(),
-        Err(e) => store_error(e),
+        Err(TaskError::NotFound(_)) => not_found(),
+        Err(TaskError::Store(e)) => store_error(e),
     }
 }

@@ -3,6 +3,7 @@
 //! (`session::store_error`), like every other.
 
 use crate::service::accounts::{self, AccountError};
+use crate::service::calls::CallError;
 use crate::service::keys::{self, KeyError};
 use crate::service::users::UserError;
 
@@ -53,5 +54,39 @@ pub fn user_error(e: UserError) -> Result<String, taskgate_store::StoreError> {
         UserError::DisablingSelf => "You cannot disable yourself.".to_owned(),
         UserError::Forbidden => "Only admins can do this.".to_owned(),
         UserError::Store(e) => return Err(e),
+    })
+}
+
+/// Try it's errors: the call's own problems as the service words them (the
+/// input's, with every violation), the rest in the dashboard's words.
+pub fn call_error(e: CallError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        CallError::InvalidInput {
+            message,
+            violations,
+            ..
+        } => {
+            let mut text = message;
+            for v in violations {
+                text.push_str(&format!(" {}: {}.", v.path, v.message));
+            }
+            text
+        }
+        CallError::InvalidField { message, .. } | CallError::OptionNotAllowed { message, .. } => {
+            message
+        }
+        CallError::NotPermitted(_) => "This API cannot be tried from this account.".to_owned(),
+        CallError::UnknownApi(api) => format!("There is no API {api:?}."),
+        CallError::SpendLimitReached { .. } => {
+            "The account has reached its monthly spend limit.".to_owned()
+        }
+        CallError::IdempotencyInProgress | CallError::IdempotencyKeyReused => {
+            "The same request is being answered; try again shortly.".to_owned()
+        }
+        CallError::TaskLost => {
+            "The task was lost to a storage failure; try again shortly.".to_owned()
+        }
+        CallError::Stopped => "The call stopped unexpectedly; try again.".to_owned(),
+        CallError::Store(e) => return Err(e),
     })
 }

@@ -16,15 +16,15 @@ use taskgate_store::TaskRecord;
 
 use super::{
     CancelOnDrop, OpenAiError, call_body, metadata_of, model_entry, model_of, output_of,
-    task_answer, task_header, unix_seconds, until_end,
+    start_call, task_answer, task_header, unix_seconds, until_end,
 };
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
 use crate::envelope::Raw;
 use crate::executor::Told;
+use crate::service::calls::Started;
+use crate::service::stream::{Reader, StreamEvent};
 use crate::state::AppState;
-use crate::v1::call::{Started, start_for};
-use crate::v1::tasks::{Reader, StreamEvent};
 
 /// Request fields whose answers a normalized `chat` task cannot carry:
 /// refused unless absent, `null` or `false`.
@@ -226,7 +226,7 @@ pub(super) async fn completions(
     } else {
         None
     };
-    let started = start_for(&app, &principal, call, told).await?;
+    let started = start_call(&app, &principal, call, told).await?;
     let Some(slot) = slot else {
         let task = until_end(&app, &principal, started).await?;
         return Ok(completion(&task, &request.model));

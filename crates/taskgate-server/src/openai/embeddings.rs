@@ -11,13 +11,13 @@ use serde_json::{Map, Value, json};
 use taskgate_providers::kinds::Kind;
 
 use super::{
-    OpenAiError, call_body, metadata_of, model_entry, model_of, output_of, task_answer, until_end,
+    OpenAiError, call_body, metadata_of, model_entry, model_of, output_of, start_call, task_answer,
+    until_end,
 };
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
 use crate::executor::Told;
 use crate::state::AppState;
-use crate::v1::call::start_for;
 
 pub(super) async fn create(
     State(app): State<Arc<AppState>>,
@@ -70,7 +70,7 @@ pub(super) async fn create(
     }
     model_entry(&app, &principal, &model, Kind::Embedding)?;
 
-    let started = start_for(
+    let started = start_call(
         &app,
         &principal,
         call_body(&model, input, metadata, sandbox),

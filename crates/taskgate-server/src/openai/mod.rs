@@ -28,8 +28,10 @@ use crate::auth::{ApisRead, Auth, Principal};
 use crate::catalog::ApiEntry;
 use crate::envelope::{Raw, framework_error};
 use crate::error::{ApiError, ErrorBody};
+use crate::executor::Told;
+use crate::service::calls::{self, Started};
+use crate::service::tasks::{self, Holder, TaskError};
 use crate::state::AppState;
-use crate::v1::call::Started;
 
 /// When this process started serving, in Unix seconds: the `created` of
 /// its models.
@@ -294,12 +296,30 @@ impl Drop for CancelOnDrop {
         };
         let (app, account_id, mode, id) = (self.app.clone(), self.account_id, self.mode, self.id);
         runtime.spawn(async move {
-            match crate::v1::tasks::cancel_and_stop(&app, account_id, mode, id).await {
+            match tasks::cancel(&app, Holder::account(account_id, mode), id).await {
                 Ok(_) => tracing::debug!(task = %id, "the client left: its task is cancelled"),
+                // It ended meanwhile: nothing to stop.
+                Err(TaskError::NotCancellable(_) | TaskError::NotFound(_)) => {}
                 Err(e) => tracing::warn!(task = %id, error = %e, "cannot cancel a left task"),
             }
         });
     }
+}
+
+/// Starts the call of an OpenAI request (its `POST /call` body, from
+/// [`call_body`]), checked and accepted as POST /call's are: the calls
+/// service's errors in the OpenAI shape.
+async fn start_call(
+    app: &AppState,
+    principal: &Principal,
+    body: Map<String, Value>,
+    told: Told,
+) -> Result<Started, OpenAiError> {
+    let call = calls::validate(&app.catalog, principal, body).map_err(ApiError::from)?;
+    let started = calls::start(app, principal, call, told)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(started)
 }
 
 /// The `POST /call` body of an OpenAI request: its model's API, the kind's

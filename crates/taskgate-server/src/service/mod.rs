@@ -17,8 +17,11 @@
 //! | [`apis`] | the catalog as a caller sees it |
 
 pub mod accounts;
+pub mod calls;
 
 pub mod keys;
+pub mod stream;
+pub mod tasks;
 
 pub mod users;
 

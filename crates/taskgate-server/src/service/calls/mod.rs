@@ -1,0 +1,257 @@
+//! A call: checked ([`request`]), its spend reserved against the account's
+//! limit, its task stored and handed to the executor, and for a sync call
+//! the wait for its end; once per Idempotency-Key ([`idempotency`]).
+
+mod idempotency;
+mod request;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use taskgate_core::{Mode, TaskId, Timestamp};
+use taskgate_store::{StoreError, TaskRecord};
+use tokio::sync::oneshot;
+
+pub use idempotency::{Answer, Hold, Record, run_once};
+pub use request::{
+    Call, METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS,
+    SANDBOX_MAX_DELAY_MS, check_metadata, check_sandbox, validate,
+};
+
+use crate::auth::Principal;
+use crate::executor::Told;
+use crate::state::AppState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The key may not call this API (its slug, shortened).
+    #[error("this key may not call the API {0:?}")]
+    NotPermitted(String),
+    /// A field of the call breaks its rule: `param` names it
+    /// (`timeout_ms`, `metadata.KEY`, `sandbox.delay_ms`, …).
+    #[error("{message}")]
+    InvalidField { param: String, message: String },
+    #[error("there is no API {0:?}")]
+    UnknownApi(String),
+    /// The input is over the API's size or breaks its schema: every
+    /// violation, the first named by `param`.
+    #[error("{message}")]
+    InvalidInput {
+        param: String,
+        message: String,
+        violations: Vec<Violation>,
+    },
+    /// An option the operator does not pass on to the API.
+    #[error("{message}")]
+    OptionNotAllowed { param: String, message: String },
+    /// The month's spend and reservations reached the account's limit, or
+    /// this call would pass it.
+    #[error("the monthly spend limit of {limit_micros} micro-USD is reached")]
+    SpendLimitReached { limit_micros: i64 },
+    /// A request with the same Idempotency-Key is still being answered.
+    #[error("a request with this Idempotency-Key is in progress")]
+    IdempotencyInProgress,
+    /// The Idempotency-Key was used with another body.
+    #[error("this Idempotency-Key was used with another request")]
+    IdempotencyKeyReused,
+    /// The task was lost with a database crash before anyone was told of it.
+    #[error("the task was lost before it was durable")]
+    TaskLost,
+    /// The call's own task stopped unexpectedly (a bug: it is logged).
+    #[error("the call stopped unexpectedly")]
+    Stopped,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl CallError {
+    fn field(param: &str, message: impl Into<String>) -> Self {
+        CallError::InvalidField {
+            param: param.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// One way an input breaks its API's schema: where (a JSON pointer) and how.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+/// A task made for a call, and for a caller that waits the wait for its end.
+pub struct Started {
+    /// The task as stored when it was accepted.
+    pub task: TaskRecord,
+    /// Resolves with the finished task (only when asked for at the start).
+    pub done: Option<oneshot::Receiver<TaskRecord>>,
+}
+
+/// Runs a call for `principal`: answered with its task at once when it is
+/// async, else at its end (or, past the sync wait, as it stands then).
+pub async fn run(
+    app: &AppState,
+    principal: &Principal,
+    call: Call,
+) -> Result<TaskRecord, CallError> {
+    run_held(app, principal, call, None).await
+}
+
+async fn run_held(
+    app: &AppState,
+    principal: &Principal,
+    call: Call,
+    hold: Option<&Hold>,
+) -> Result<TaskRecord, CallError> {
+    let wait = !call.asynchronous;
+    let told = if wait { Told::AtEnd } else { Told::AtOnce };
+    let Started { task: stored, done } = start_held(app, principal, call, hold, wait, told).await?;
+    let Some(done) = done else {
+        return Ok(stored);
+    };
+    let id = stored.id;
+    match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
+        Ok(Ok(finished)) => Ok(finished),
+        _ => {
+            app.executor.forget(id);
+            // Told of now: made durable first (it was stored unflushed).
+            match app.store.settle_task(id).await {
+                Ok(Some(current)) => Ok(current),
+                // Lost with a database crash before it was durable: nobody
+                // was told of it.
+                Ok(None) => Err(CallError::TaskLost),
+                // The task exists from here on: answer with it even if the
+                // store cannot be reached now, so an Idempotency-Key is not
+                // released.
+                Err(e) => {
+                    tracing::warn!(error = %e, task = %id, "cannot read a task past its sync wait");
+                    Ok(stored)
+                }
+            }
+        }
+    }
+}
+
+/// Starts a call whose end the caller awaits itself on [`Started::done`]
+/// (the OpenAI endpoint's answers, streamed or not); `told` says when the
+/// caller tells of the task (a stream does at once).
+pub async fn start(
+    app: &AppState,
+    principal: &Principal,
+    call: Call,
+    told: Told,
+) -> Result<Started, CallError> {
+    start_held(app, principal, call, None, true, told).await
+}
+
+/// Reserves the call's spend, stores its task and hands it to the executor.
+/// With `wait`, the task's end can be awaited on [`Started::done`].
+async fn start_held(
+    app: &AppState,
+    principal: &Principal,
+    request: Call,
+    hold: Option<&Hold>,
+    wait: bool,
+    told: Told,
+) -> Result<Started, CallError> {
+    let now = Timestamp::now();
+    let reserved = reserve_spend(app, principal, &request, now).await?;
+    let task = TaskRecord {
+        input: request.input.to_string(),
+        metadata: Value::Object(request.metadata).to_string(),
+        idempotency_key: hold.map(|h| h.key.clone()),
+        timeout_ms: request.timeout_ms as i64,
+        sandbox: request.sandbox,
+        reserved_micros: reserved,
+        ..TaskRecord::queued(
+            TaskId::at(now),
+            principal.account_id,
+            principal.mode,
+            request.entry.slug.clone(),
+            principal.key_id,
+            now,
+        )
+    };
+    let release = async || {
+        if reserved > 0
+            && let Err(e) = app
+                .store
+                .release_spend(principal.account_id, &now.month_key(), reserved)
+                .await
+        {
+            tracing::error!(error = %e, "cannot give back a refused call's reservation");
+        }
+    };
+    // The wait is registered first: a fast task may finish before enqueue
+    // returns.
+    let id = task.id;
+    let done = wait.then(|| app.executor.wait(id));
+    let stored = match app
+        .executor
+        .enqueue(task, principal.max_running_tasks, told)
+        .await
+    {
+        Ok(stored) => stored,
+        Err(e) => {
+            drop(done);
+            app.executor.forget(id);
+            release().await;
+            return Err(e.into());
+        }
+    };
+    attach(app, principal, hold, id).await;
+    Ok(Started { task: stored, done })
+}
+
+/// Records the task of an idempotent request on its key as soon as the task
+/// exists. A failure is only logged: the answer is recorded at the end too.
+async fn attach(app: &AppState, principal: &Principal, hold: Option<&Hold>, task_id: TaskId) {
+    let Some(hold) = hold else { return };
+    match app
+        .store
+        .idempotency_attach(
+            principal.account_id,
+            principal.mode,
+            &hold.key,
+            hold.owner,
+            task_id,
+        )
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(key = %hold.key, "an Idempotency-Key was taken over before its task was recorded")
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot record the task of an Idempotency-Key"),
+    }
+}
+
+/// Reserves a live call's estimated cost against the account's monthly
+/// spend limit, in one atomic step with the check: refused if the month's
+/// spend and reservations have reached the limit or this call would pass it.
+/// The amount reserved (0 without a limit, and in test mode).
+async fn reserve_spend(
+    app: &AppState,
+    principal: &Principal,
+    request: &Call,
+    now: Timestamp,
+) -> Result<i64, CallError> {
+    let (Mode::Live, Some(limit)) = (principal.mode, principal.monthly_spend_limit_micros) else {
+        return Ok(0);
+    };
+    let estimate = request
+        .entry
+        .estimate(&request.input, request.input_bytes)
+        .0;
+    let reserved = app
+        .store
+        .reserve_spend(principal.account_id, &now.month_key(), estimate, limit)
+        .await?;
+    if !reserved {
+        return Err(CallError::SpendLimitReached {
+            limit_micros: limit,
+        });
+    }
+    Ok(estimate)
+}
