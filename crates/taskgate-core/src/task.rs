@@ -296,6 +296,15 @@ impl FromStr for SandboxOutcome {
     }
 }
 
+/// A task's `metadata`: at most this many keys,
+pub const METADATA_MAX_KEYS: usize = 16;
+/// each of 1 to this many characters,
+pub const METADATA_MAX_KEY_CHARS: usize = 64;
+/// with a string value of at most this many.
+pub const METADATA_MAX_VALUE_CHARS: usize = 512;
+/// The longest delay a test task's `sandbox.delay_ms` may ask for.
+pub const SANDBOX_MAX_DELAY_MS: u64 = 600_000;
+
 /// The `sandbox` controls of a test-mode task.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxControls {

@@ -12,15 +12,14 @@ use taskgate_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::KeyCache;
 use crate::catalog::{self, Catalog, EnvLookup};
 use crate::config::{self, Config};
 use crate::executor::Executor;
+use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
 use crate::state::AppState;
 use crate::{
-    body, client_addr, dashboard, fair, follow, metrics, openapi, redis, router, serve,
-    stream_slots, usage,
+    body, client_addr, fair, follow, metrics, openapi, redis, router, serve, stream_slots, usage,
 };
 
 /// Opens the store named by the config and brings its schema up to date.
@@ -137,8 +136,10 @@ pub async fn start_with_env(
     )
     .await?;
     let openapi = openapi::Documents::new(&catalog);
-    let dashboard = dashboard::DashboardState::new(&config.dashboard);
+    let sign_in_failures = ratelimit::SignInFailures::new(&config.dashboard);
     let state_http = config.http;
+    let catalog_largest_input = catalog.largest_input_bytes();
+    let max_body_bytes = config.max_body_bytes as u64;
     let state = Arc::new(AppState {
         limiter: match &redis {
             None => RateLimiter::memory(),
@@ -161,9 +162,14 @@ pub async fn start_with_env(
         executor,
         keys: KeyCache::default(),
         openapi,
-        dashboard,
+        sign_in_failures,
         requests: usage::RequestCounter::default(),
-        large_bodies: body::LargeBodies::new(state_http.max_large_body_bytes_in_flight),
+        call_bodies: body::CallBodies::new(
+            catalog_largest_input,
+            max_body_bytes,
+            Duration::from_millis(state_http.body_read_timeout_ms),
+            state_http.max_large_body_bytes_in_flight,
+        ),
         draining: AtomicBool::new(false),
     });
     let shutdown = CancellationToken::new();

@@ -29,7 +29,6 @@ use serde_json::{Map, Number, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Room for a call's fields beside its input (`api`, `metadata`, …).
 pub const ENVELOPE_MARGIN: u64 = 64 * 1024;
@@ -40,10 +39,36 @@ pub const BYTES_PER_VALUE: u64 = 8;
 /// Values in one body at most, whatever the limit (16 MiB of values).
 pub const MAX_VALUES: u64 = 512 * 1024;
 
-/// The largest body a call may have: the catalog's largest input and the
-/// envelope's margin, within `max_body_bytes`.
-pub fn call_body_limit(app: &AppState) -> u64 {
-    (app.catalog.largest_input_bytes() + ENVELOPE_MARGIN).min(app.config.max_body_bytes as u64)
+/// How bodies that carry a call are read: their limit, their time-out and
+/// the budget of large bodies in flight. Set once at start (the catalog
+/// does not change while the server runs).
+pub struct CallBodies {
+    /// The largest body a call may have: the catalog's largest input and
+    /// the envelope's margin, within `max_body_bytes`.
+    pub limit: u64,
+    /// How long a body may take to arrive (`http.body_read_timeout_ms`).
+    pub read_timeout: Duration,
+    pub large: LargeBodies,
+}
+
+impl CallBodies {
+    pub fn new(
+        largest_input_bytes: u64,
+        max_body_bytes: u64,
+        read_timeout: Duration,
+        large_in_flight: u64,
+    ) -> Self {
+        CallBodies {
+            limit: (largest_input_bytes + ENVELOPE_MARGIN).min(max_body_bytes),
+            read_timeout,
+            large: LargeBodies::new(large_in_flight),
+        }
+    }
+}
+
+/// The state a door's router holds gives the call bodies' settings.
+pub trait HasCallBodies {
+    fn call_bodies(&self) -> &CallBodies;
 }
 
 /// The bytes of large bodies being read and parsed at once, in KiB.
@@ -79,11 +104,12 @@ pub struct JsonObject {
     pub raw: Bytes,
 }
 
-impl FromRequest<Arc<AppState>> for JsonObject {
+impl<S: HasCallBodies + Send + Sync> FromRequest<Arc<S>> for JsonObject {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, app: &Arc<AppState>) -> Result<Self, ApiError> {
-        let limit = call_body_limit(app);
+    async fn from_request(req: Request, state: &Arc<S>) -> Result<Self, ApiError> {
+        let bodies = state.call_bodies();
+        let limit = bodies.limit;
         let too_large = || {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -99,13 +125,14 @@ impl FromRequest<Arc<AppState>> for JsonObject {
         if declared.is_some_and(|n| n > limit) {
             return Err(too_large());
         }
-        let deadline = Duration::from_millis(app.config.http.body_read_timeout_ms);
+        let deadline = bodies.read_timeout;
         let started = tokio::time::Instant::now();
         // A body of unknown length may be as large as the limit.
         let expected = declared.unwrap_or(limit);
         let _room = if expected > LARGE_BODY {
             Some(
-                app.large_bodies
+                bodies
+                    .large
                     .take(expected, deadline / 2)
                     .await
                     .ok_or_else(busy)?,

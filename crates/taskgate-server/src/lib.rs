@@ -4,6 +4,7 @@
 //! [`start`] is the whole service; the binary and the tests both call it.
 //! docs/architecture.md shows the layers and which module owns what.
 
+pub mod api_errors;
 pub mod app;
 pub mod auth;
 pub mod body;
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod openai;
 pub mod openapi;
 pub mod password;
+pub mod principal;
 #[cfg(test)]
 mod props;
 pub mod query;
@@ -38,4 +40,5 @@ pub mod views;
 
 pub use app::{Server, open_store, redact_url, start, start_with_env};
 pub use config::Config;
+pub use principal::Principal;
 pub use state::AppState;

@@ -22,7 +22,7 @@ use taskgate_store::KeyRecord;
 
 use crate::catalog::{ApiEntry, Catalog};
 use crate::query::cursor;
-use crate::service::calls::{
+use taskgate_core::task::{
     METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS, SANDBOX_MAX_DELAY_MS,
 };
 

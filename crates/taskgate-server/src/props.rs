@@ -14,9 +14,10 @@ use taskgate_core::{
 };
 use taskgate_providers::schema::CompiledSchema;
 
-use crate::auth::{Principal, api_key_of};
+use crate::auth::api_key_of;
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::principal::Principal;
 use crate::query::{QueryPairs, cursor};
 use crate::v1::{apis, tasks};
 

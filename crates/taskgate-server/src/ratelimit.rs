@@ -14,9 +14,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use taskgate_core::{AccountId, Timestamp};
+use taskgate_core::{AccountId, Email, Timestamp};
 
-use crate::config::PlanLimits;
+use crate::config::{DashboardConfig, PlanLimits};
 use crate::redis::{Redis, RedisError, Reply, Script};
 
 const MINUTE_MS: i64 = 60_000;
@@ -621,6 +621,25 @@ fn ceil_secs(ms: i64) -> u64 {
 /// The limiter's clock: Unix milliseconds.
 pub fn now_ms() -> i64 {
     Timestamp::now().unix_ms()
+}
+
+/// Failed sign-ins (of the dashboard, and of a password change) by
+/// address, by email, and by the pair (which addresses failed for an email).
+pub struct SignInFailures {
+    pub failures_by_addr: AuthFailures<IpAddr>,
+    pub failures_by_email: AuthFailures<Email>,
+    pub failures_by_pair: AuthFailures<(Email, IpAddr)>,
+}
+
+impl SignInFailures {
+    pub fn new(config: &DashboardConfig) -> Self {
+        let limit = config.sign_in_failures_per_minute;
+        Self {
+            failures_by_addr: AuthFailures::new(limit),
+            failures_by_email: AuthFailures::new(limit),
+            failures_by_pair: AuthFailures::new(limit),
+        }
+    }
 }
 
 #[cfg(test)]

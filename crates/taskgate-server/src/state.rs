@@ -1,5 +1,5 @@
 //! The state every door shares: the store, the catalog, the executor, the
-//! limiters and caches, built once by [`crate::app`] and handed to each
+//! limiters and caches, built once at start and handed to each
 //! handler behind an `Arc`.
 
 use std::sync::Arc;
@@ -7,12 +7,12 @@ use std::sync::atomic::AtomicBool;
 
 use taskgate_store::Store;
 
-use crate::auth::KeyCache;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::executor::Executor;
+use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
-use crate::{body, client_addr, dashboard, follow, openapi, stream_slots, usage};
+use crate::{body, client_addr, follow, openapi, stream_slots, usage};
 
 pub struct AppState {
     pub config: Arc<Config>,
@@ -24,14 +24,22 @@ pub struct AppState {
     pub trusted_proxies: client_addr::TrustedProxies,
     pub keys: KeyCache,
     pub openapi: openapi::Documents,
-    pub dashboard: dashboard::DashboardState,
+    /// Failed sign-ins, for the dashboard's limits on them.
+    pub sign_in_failures: ratelimit::SignInFailures,
     /// Requests per key and minute, for the dashboard's Usage.
     pub requests: usage::RequestCounter,
-    /// Large request bodies being read and parsed, by their bytes.
-    pub large_bodies: body::LargeBodies,
+    /// How call bodies are read: their limit, time-out, and the large
+    /// ones being read and parsed, by their bytes.
+    pub call_bodies: body::CallBodies,
     /// Event streams open per key (`[limits]`).
     pub stream_slots: Arc<stream_slots::StreamSlots>,
     /// One look at the store per followed task, shared by its readers.
     pub followers: follow::Followers,
     pub draining: AtomicBool,
+}
+
+impl body::HasCallBodies for AppState {
+    fn call_bodies(&self) -> &body::CallBodies {
+        &self.call_bodies
+    }
 }

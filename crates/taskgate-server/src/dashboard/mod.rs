@@ -18,35 +18,12 @@ mod tasks;
 mod usage;
 mod words;
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
-use taskgate_core::Email;
 
-use crate::config::DashboardConfig;
-use crate::ratelimit::AuthFailures;
 use crate::state::AppState;
-
-/// The dashboard's own state: failed sign-ins by address, by email, and by
-/// the pair (which addresses failed for an email).
-pub struct DashboardState {
-    pub failures_by_addr: AuthFailures<IpAddr>,
-    pub failures_by_email: AuthFailures<Email>,
-    pub failures_by_pair: AuthFailures<(Email, IpAddr)>,
-}
-
-impl DashboardState {
-    pub fn new(config: &DashboardConfig) -> Self {
-        let limit = config.sign_in_failures_per_minute;
-        Self {
-            failures_by_addr: AuthFailures::new(limit),
-            failures_by_email: AuthFailures::new(limit),
-            failures_by_pair: AuthFailures::new(limit),
-        }
-    }
-}
 
 /// The route table of `/dashboard`.
 pub fn router() -> Router<Arc<AppState>> {

@@ -78,7 +78,7 @@ pub async fn change(
     }
     // The current password is guessed at like a sign-in: the same limit.
     let ip = app.trusted_proxies.client(peer.ip(), &headers);
-    let failures = &app.dashboard.failures_by_addr;
+    let failures = &app.sign_in_failures.failures_by_addr;
     let reservation = match failures.reserve(ip) {
         Ok(r) => r,
         Err(secs) => {

@@ -117,7 +117,7 @@ pub async fn submit(
     };
     let ip = app.trusted_proxies.client(peer.ip(), &headers);
     let email = Email::normalize(&form.email).ok();
-    let dash = &app.dashboard;
+    let dash = &app.sign_in_failures;
     let slow_down = |secs: u64| {
         too_many(
             refuse(

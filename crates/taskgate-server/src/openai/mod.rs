@@ -24,11 +24,12 @@ use taskgate_core::{AccountId, Mode, TaskId, TaskStatus, Timestamp};
 use taskgate_providers::kinds::Kind;
 use taskgate_store::TaskRecord;
 
-use crate::auth::{ApisRead, Auth, Principal};
+use crate::auth::{ApisRead, Auth};
 use crate::catalog::ApiEntry;
 use crate::envelope::{Raw, framework_error};
 use crate::error::{ApiError, ErrorBody};
 use crate::executor::Told;
+use crate::principal::Principal;
 use crate::service::calls::{self, Started};
 use crate::service::tasks::{self, Holder, TaskError};
 use crate::state::AppState;

@@ -28,7 +28,7 @@ pub mod users;
 use taskgate_core::{AccountId, Role};
 use taskgate_store::UserRecord;
 
-use crate::auth::Principal;
+use crate::principal::Principal;
 
 /// Who asks a service for something. The services decide what each may do.
 #[derive(Clone, Copy)]

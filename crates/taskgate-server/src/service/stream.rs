@@ -10,7 +10,7 @@ use std::time::Duration;
 use taskgate_store::TaskRecord;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::auth::Principal;
+use crate::principal::Principal;
 use crate::state::AppState;
 use crate::stream_slots::StreamSlot;
 use crate::streams::{Hub, RemoteText};

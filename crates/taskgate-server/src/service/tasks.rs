@@ -6,7 +6,7 @@
 use taskgate_core::{AccountId, ApiList, Mode, TaskId, TaskStatus, Timestamp};
 use taskgate_store::{StoreError, TaskQuery, TaskRecord};
 
-use crate::auth::Principal;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ pub async fn find(app: &AppState, holder: Holder<'_>, id: TaskId) -> Result<Task
 }
 
 /// A page of tasks, and whether more follow it. `query` asks for one more
-/// than the page holds (`crate::query::task_query` makes it so).
+/// than the page holds (the doors' list filters make it so).
 pub async fn list(app: &AppState, query: &TaskQuery) -> Result<(Vec<TaskRecord>, bool), TaskError> {
     let page = (query.limit - 1) as usize;
     let mut rows = app.store.list_tasks(query).await?;

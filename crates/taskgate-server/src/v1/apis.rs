@@ -6,10 +6,11 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::auth::{ApisRead, Auth, Principal};
+use crate::auth::{ApisRead, Auth};
 use crate::catalog::{ApiEntry, Catalog};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
+use crate::principal::Principal;
 use crate::query::{self, QueryPairs};
 use crate::state::AppState;
 

@@ -14,9 +14,10 @@ use serde_json::json;
 use taskgate_core::TaskId;
 use taskgate_store::{TaskQuery, TaskRecord};
 
-use crate::auth::{Auth, Principal, TasksRead, TasksWrite};
+use crate::auth::{Auth, TasksRead, TasksWrite};
 use crate::envelope::{Data, Raw};
 use crate::error::{ApiError, ApiResult};
+use crate::principal::Principal;
 use crate::query::{self, QueryPairs, cursor};
 use crate::service::stream::{Reader, StreamEvent};
 use crate::service::tasks::{self, Holder};

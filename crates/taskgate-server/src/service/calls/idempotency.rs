@@ -9,7 +9,7 @@ use taskgate_core::{IdempotencyKey, RequestId, Timestamp};
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 
 use super::{Call, CallError, run_held};
-use crate::auth::Principal;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// How long an Idempotency-Key and its answer are kept.

@@ -13,13 +13,10 @@ use taskgate_store::{StoreError, TaskRecord};
 use tokio::sync::oneshot;
 
 pub use idempotency::{Answer, Hold, Record, run_once};
-pub use request::{
-    Call, METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS,
-    SANDBOX_MAX_DELAY_MS, check_metadata, check_sandbox, validate,
-};
+pub use request::{Call, check_metadata, check_sandbox, validate};
 
-use crate::auth::Principal;
 use crate::executor::Told;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 #[derive(Debug, thiserror::Error)]

@@ -5,18 +5,17 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use taskgate_core::task::error_code;
+use taskgate_core::task::{
+    METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS, SANDBOX_MAX_DELAY_MS,
+    error_code,
+};
 use taskgate_core::{Mode, SandboxControls, SandboxOutcome};
 
 use super::{CallError, Violation};
-use crate::auth::Principal;
 use crate::catalog::{AllowedOptions, ApiEntry, Catalog};
+use crate::principal::Principal;
 
 const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];
-pub const METADATA_MAX_KEYS: usize = 16;
-pub const METADATA_MAX_KEY_CHARS: usize = 64;
-pub const METADATA_MAX_VALUE_CHARS: usize = 512;
-pub const SANDBOX_MAX_DELAY_MS: u64 = 600_000;
 
 /// A checked call: its API, input within the API's schema and size, and
 /// how it runs.
