@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Instructions a call costs, counted by valgrind (callgrind): the one figure of
+CPU a request that does not move with whatever else the machine is doing.
+
+    bench/instructions.py BINARY [BINARY ...] [--calls 400] [--rounds 1] [--out PATH]
+
+For each binary (a release build of Taskgate; `bench/compare.sh`'s target
+`taskgate-sqlite` set-up: SQLite, a chat API on the OpenAI adapter pointed at
+nginx answering at once), runs it under callgrind with instrumentation off, sends
+--warmup calls, turns instrumentation on, sends --calls sync `POST /api/v1/call`
+one after another on one kept-alive connection (c=1), dumps, and reports the
+instructions (Ir) of the whole process, all threads, divided by the calls.
+Rounds alternate the binaries (A B A B ...). Timers that tick on their own
+(the dispatcher's poll each second, the checkpoint thread) run under
+valgrind's slowdown too, so a figure holds a few per cent of them; it is the
+same share for every binary given the same --calls.
+
+Needs valgrind and nginx (apt-get install -y valgrind nginx-light).
+"""
+
+import argparse
+import glob
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare  # noqa: E402  (the same nginx and Taskgate set-up)
+
+
+def wrapper(dir, binary, out):
+    """A script that runs `binary` under callgrind, instrumentation off until asked."""
+    path = Path(dir) / f"callgrind-{len(os.listdir(dir))}.sh"
+    path.write_text(
+        "#!/bin/sh\n"
+        f"exec valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file={out} "
+        f"'{binary}' \"$@\"\n"
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def calls(port, key, n):
+    body = json.dumps({"api": "chat", "input": {"messages": compare.MESSAGES}})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+    for _ in range(n):
+        conn.request("POST", "/api/v1/call", body, headers)
+        r = conn.getresponse()
+        text = r.read()
+        if r.status != 200 or b'"status":"succeeded"' not in text:
+            sys.exit(f"a call answered {r.status}: {text[:300]!r}")
+    conn.close()
+
+
+def total_ir(path):
+    """The instructions of a dump asked for (`callgrind_control -d`): its
+    `totals:` line. The dump written at exit is not one (0): what ran after
+    the asked-for dump, and its `summary:` is not to be trusted once
+    instrumentation was switched on and off."""
+    text = Path(path).read_text(errors="replace")
+    if "Trigger: dump" not in text:
+        return 0
+    m = re.search(r"^totals:\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def measure(dir, binary, warmup, n):
+    run = Path(tempfile.mkdtemp(dir=dir))
+    out = run / "callgrind.out"
+    nginx = compare.Nginx(run)
+    tg = None
+    try:
+        tg = compare.Taskgate(run, wrapper(run, binary, out), "sqlite", nginx.url, nginx.url, 2048, None)
+        port = tg.port
+        calls(port, tg.key, warmup)
+        pid = tg.proc.pid
+        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+        calls(port, tg.key, n)
+        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
+        time.sleep(0.5)
+        dumps = sorted(glob.glob(f"{out}*"), key=os.path.getmtime)
+        dumps = [d for d in dumps if total_ir(d) > 0]
+        if not dumps:
+            sys.exit(f"no callgrind dump with instructions in {run}")
+        return sum(total_ir(d) for d in dumps) / n, dumps
+    finally:
+        if tg is not None:
+            compare.stop(tg.proc)
+        compare.stop(nginx.proc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binaries", nargs="+")
+    ap.add_argument("--calls", type=int, default=400)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--out", help="a file to append the rows to (TSV)")
+    args = ap.parse_args()
+    for tool in ("valgrind", "callgrind_control"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is needed: apt-get install -y valgrind")
+    dir = tempfile.mkdtemp(prefix="taskgate-instructions-")
+    rows = []
+    for r in range(args.rounds):
+        for b in args.binaries:
+            ir, dumps = measure(dir, b, args.warmup, args.calls)
+            row = f"{r + 1}\t{b}\t{args.calls}\t{ir:.0f}"
+            print(row, flush=True)
+            rows.append(row)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write("\n".join(rows) + "\n")
+    shutil.rmtree(dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
