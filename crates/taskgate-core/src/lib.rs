@@ -8,6 +8,7 @@
 
 pub mod account;
 pub mod attempt;
+pub mod clock;
 pub mod column;
 pub mod duration;
 pub mod ids;
@@ -20,6 +21,7 @@ pub mod user;
 
 pub use account::{AccountStatus, ApiList, ApiSlug, PlanName};
 pub use attempt::{Attempt, AttemptOutcome, Attempts};
+pub use clock::Clock;
 pub use ids::{AccountId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId};
 pub use key::{ApiKeySecret, KeyType, Mode, Scope, Scopes};
 pub use money::Micros;

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
-use taskgate_core::RunnerId;
+use taskgate_core::{Clock, RunnerId};
 use taskgate_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -91,6 +91,17 @@ pub async fn start_with_env(
     listener: Option<TcpListener>,
     env: EnvLookup,
 ) -> anyhow::Result<Server> {
+    start_with(config, store, listener, env, Clock::system()).await
+}
+
+/// [`start_with_env`], reading the time from `clock` (tests move it).
+pub async fn start_with(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: Option<TcpListener>,
+    env: EnvLookup,
+    clock: Clock,
+) -> anyhow::Result<Server> {
     config.validate().map_err(anyhow::Error::msg)?;
     metrics::install();
     let listener = match listener {
@@ -141,6 +152,7 @@ pub async fn start_with_env(
     let catalog_largest_input = catalog.largest_input_bytes();
     let max_body_bytes = config.max_body_bytes as u64;
     let state = Arc::new(AppState {
+        clock,
         limiter: match &redis {
             None => RateLimiter::memory(),
             Some(redis) => RateLimiter::Redis(ratelimit::RedisLimiter::new(

@@ -138,7 +138,7 @@ async fn check(
         return Err(err);
     }
 
-    app.keys.mark_used(key.id, Timestamp::now());
+    app.keys.mark_used(key.id, app.clock.now());
     let principal = Principal::of(&key, &account, limits);
     Ok((principal, Some(decision).filter(|d| !d.windows.is_empty())))
 }
@@ -211,17 +211,17 @@ async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Acc
     let invalid = || ApiError::unauthorized("invalid_api_key", "The API key is not valid.");
     let secret = api_key_of(headers.get(header::AUTHORIZATION))?;
     let hash = hash_key(secret.expose());
-    let found = match app.keys.get(&hash) {
+    let found = match app.keys.get(&hash, app.clock.instant()) {
         Some(v) => v,
         None => {
             let v = app.store.find_key_by_hash(&hash).await?.map(Arc::new);
-            app.keys.put(hash, v.clone());
+            app.keys.put(hash, v.clone(), app.clock.instant());
             v
         }
     };
     let found = found.ok_or_else(invalid)?;
     let (key, account) = (&found.0, &found.1);
-    let now = Timestamp::now();
+    let now = app.clock.now();
     if key.key_type != secret.key_type() {
         return Err(invalid());
     }

@@ -71,21 +71,23 @@ pub struct KeyCache {
 }
 
 impl KeyCache {
-    pub(crate) fn get(&self, hash: &str) -> Option<Found> {
+    /// The key of `hash` with its account, if looked up within the TTL
+    /// before `now`.
+    pub(crate) fn get(&self, hash: &str, now: Instant) -> Option<Found> {
         let entries = self.entries.lock();
         let (at, v) = entries.get(hash)?;
-        (at.elapsed() < KEY_CACHE_TTL).then(|| v.clone())
+        (now.saturating_duration_since(*at) < KEY_CACHE_TTL).then(|| v.clone())
     }
 
-    pub(crate) fn put(&self, hash: String, v: Found) {
+    pub(crate) fn put(&self, hash: String, v: Found, now: Instant) {
         let mut entries = self.entries.lock();
         if entries.len() >= KEY_CACHE_MAX {
-            entries.retain(|_, (at, _)| at.elapsed() < KEY_CACHE_TTL);
+            entries.retain(|_, (at, _)| now.saturating_duration_since(*at) < KEY_CACHE_TTL);
             if entries.len() >= KEY_CACHE_MAX {
                 entries.clear();
             }
         }
-        entries.insert(hash, (Instant::now(), v));
+        entries.insert(hash, (now, v));
     }
 
     pub(crate) fn mark_used(&self, key_id: KeyId, at: Timestamp) {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use taskgate_core::Clock;
 use taskgate_store::Store;
 
 use crate::catalog::Catalog;
@@ -15,6 +16,8 @@ use crate::ratelimit::{self, RateLimiter};
 use crate::{body, client_addr, follow, openapi, stream_slots, usage};
 
 pub struct AppState {
+    /// Where the time is read: the system's, or a test's that it moves.
+    pub clock: Clock,
     pub config: Arc<Config>,
     pub store: Arc<dyn Store>,
     pub catalog: Arc<Catalog>,

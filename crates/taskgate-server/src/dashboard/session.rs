@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use serde::de::DeserializeOwned;
 use subtle::ConstantTimeEq;
-use taskgate_core::{Timestamp, UserStatus};
+use taskgate_core::UserStatus;
 use taskgate_store::{Account, SessionRecord, UserRecord};
 
 use super::pages;
@@ -129,7 +129,7 @@ pub async fn start(
     user: &UserRecord,
 ) -> Result<HeaderValue, Response> {
     let token = random_token();
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let session = SessionRecord {
         token_hash: token_hash(&token),
         user_id: user.id,
@@ -172,7 +172,7 @@ pub async fn current(app: &AppState, headers: &HeaderMap) -> Result<Option<Sessi
     let Some((session, user)) = app.store.find_session(&hash).await.map_err(store_error)? else {
         return Ok(None);
     };
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let idle_ms = app.config.dashboard.session_idle_minutes as i64 * 60_000;
     if session.expires_at <= now
         || session.last_seen_at.plus_ms(idle_ms) <= now

@@ -59,6 +59,9 @@ pub struct TestApp {
     /// Secrets of the default account's keys.
     pub live: String,
     pub test: String,
+    /// The server's clock: tests move it instead of waiting (a key's
+    /// expiry, the key cache's lifetime).
+    pub clock: taskgate_core::Clock,
     db: Db,
 }
 
@@ -263,11 +266,13 @@ impl Builder {
             .expect("account");
         let account_id = account["id"].as_str().unwrap().to_owned();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = taskgate_server::start_with_env(
+        let clock = taskgate_core::Clock::adjustable();
+        let server = taskgate_server::start_with(
             config.clone(),
             store.clone(),
             Some(listener),
             std::sync::Arc::new(|_: &str| None),
+            clock.clone(),
         )
         .await
         .expect("server starts");
@@ -280,6 +285,7 @@ impl Builder {
             account_id: account_id.clone(),
             live: String::new(),
             test: String::new(),
+            clock,
             db,
         };
         app.live = app.create_key(&account_id, KeyType::Live).await;
