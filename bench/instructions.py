@@ -9,7 +9,9 @@ For each binary (a release build of Taskgate; `bench/compare.sh`'s target
 nginx answering at once), runs it under callgrind with instrumentation off, sends
 --warmup calls, turns instrumentation on, sends --calls sync `POST /api/v1/call`
 one after another on one kept-alive connection (c=1), dumps, and reports the
-instructions (Ir) of the whole process, all threads, divided by the calls.
+instructions (Ir) of the whole process, all threads, divided by the calls:
+a row per run, `round, binary, calls, Ir a call, Ir a call without the WAL
+checkpoints` (see `checkpoint_ir`: the second is the one to compare).
 Rounds alternate the binaries (A B A B ...). Timers that tick on their own
 (the dispatcher's poll each second, the checkpoint thread) run under
 valgrind's slowdown too, so a figure holds a few per cent of them; it is the
@@ -72,6 +74,20 @@ def total_ir(path):
     return int(m.group(1)) if m else 0
 
 
+def checkpoint_ir(path):
+    """The instructions of SQLite's WAL checkpoints in a dump (inclusive cost
+    of `walCheckpoint`). The checkpoint thread runs every 100 ms of wall
+    time, whatever the calls, and each checkpoint merges the whole WAL
+    index: under valgrind's slowdown its share moves with the machine's
+    load, so the figure without it is the one to compare."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.rstrip().endswith(("walCheckpoint [", "]")) and ":walCheckpoint " in line:
+            return int(line.split()[0].replace(",", ""))
+    return 0
+
+
 def measure(dir, binary, warmup, n):
     run = Path(tempfile.mkdtemp(dir=dir))
     out = run / "callgrind.out"
@@ -91,7 +107,9 @@ def measure(dir, binary, warmup, n):
         dumps = [d for d in dumps if total_ir(d) > 0]
         if not dumps:
             sys.exit(f"no callgrind dump with instructions in {run}")
-        return sum(total_ir(d) for d in dumps) / n, dumps
+        total = sum(total_ir(d) for d in dumps)
+        checkpoints = sum(checkpoint_ir(d) for d in dumps)
+        return total / n, (total - checkpoints) / n, dumps
     finally:
         if tg is not None:
             compare.stop(tg.proc)
@@ -105,22 +123,27 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", help="a file to append the rows to (TSV)")
+    ap.add_argument("--keep", help="keep the runs (callgrind dumps, logs) under this directory, for callgrind_annotate")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is needed: apt-get install -y valgrind")
-    dir = tempfile.mkdtemp(prefix="taskgate-instructions-")
+    dir = args.keep or tempfile.mkdtemp(prefix="taskgate-instructions-")
+    os.makedirs(dir, exist_ok=True)
     rows = []
     for r in range(args.rounds):
         for b in args.binaries:
-            ir, dumps = measure(dir, b, args.warmup, args.calls)
-            row = f"{r + 1}\t{b}\t{args.calls}\t{ir:.0f}"
+            ir, hot, dumps = measure(dir, b, args.warmup, args.calls)
+            row = f"{r + 1}\t{b}\t{args.calls}\t{ir:.0f}\t{hot:.0f}"
+            if args.keep:
+                row += "\t" + " ".join(dumps)
             print(row, flush=True)
             rows.append(row)
     if args.out:
         with open(args.out, "a") as f:
             f.write("\n".join(rows) + "\n")
-    shutil.rmtree(dir, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
