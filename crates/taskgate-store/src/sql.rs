@@ -546,25 +546,7 @@ macro_rules! impl_store {
         }
 
         #[async_trait::async_trait]
-        impl $crate::TaskStore for $store {
-            async fn insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
-                self.hot_insert_task(t).await
-            }
-
-            async fn insert_task_unflushed(
-                &self,
-                t: &$crate::TaskRecord,
-            ) -> $crate::StoreResult<()> {
-                self.hot_insert_task_unflushed(t).await
-            }
-
-            async fn settle_task(
-                &self,
-                id: taskgate_core::TaskId,
-            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                self.hot_settle_task(id).await
-            }
-
+        impl $crate::ClientTasks for $store {
             async fn get_task(
                 &self,
                 account_id: taskgate_core::AccountId,
@@ -592,73 +574,6 @@ macro_rules! impl_store {
                 self.hot_list_tasks(q).await
             }
 
-            async fn claim_task(
-                &self,
-                id: taskgate_core::TaskId,
-                runner: &taskgate_core::RunnerId,
-                now: taskgate_core::Timestamp,
-                lease_until: taskgate_core::Timestamp,
-            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
-                let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
-                self.hot_claim_task(id, runner.clone(), now, lease_until, event).await
-            }
-
-            async fn insert_running_capped(
-                &self,
-                t: &$crate::TaskRecord,
-                max_running: u32,
-            ) -> $crate::StoreResult<bool> {
-                if t.status != taskgate_core::TaskStatus::Running {
-                    return Err($crate::StoreError::Conflict(
-                        "only a running task is stored against its account's cap".to_owned(),
-                    ));
-                }
-                self.hot_insert_running_capped(t, max_running).await
-            }
-
-            async fn purge_tasks(
-                &self,
-                created_before: taskgate_core::Timestamp,
-                only: Option<taskgate_core::Mode>,
-                limit: i64,
-            ) -> $crate::StoreResult<u64> {
-                let sql = match only {
-                    None => $crate::sql::PURGE_TASKS,
-                    Some(taskgate_core::Mode::Test) => $crate::sql::PURGE_TEST_TASKS,
-                    Some(taskgate_core::Mode::Live) => $crate::sql::PURGE_LIVE_TASKS,
-                };
-                let r = sqlx::query(sql)
-                    .bind(taskgate_core::TaskId::floor(created_before))
-                    .bind(limit)
-                    .execute(self.writer())
-                    .await?;
-                Ok(r.rows_affected())
-            }
-
-            async fn claim_task_capped(
-                &self,
-                id: taskgate_core::TaskId,
-                account: taskgate_core::AccountId,
-                mode: taskgate_core::Mode,
-                runner: &taskgate_core::RunnerId,
-                now: taskgate_core::Timestamp,
-                lease_until: taskgate_core::Timestamp,
-                max_running: u32,
-            ) -> $crate::StoreResult<$crate::Claim> {
-                let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
-                self.hot_claim_task_capped(id, (account, mode), runner.clone(), now, lease_until, event, max_running)
-                    .await
-            }
-
-            async fn finish_task(
-                &self,
-                id: taskgate_core::TaskId,
-                f: &$crate::TaskFinish,
-            ) -> $crate::StoreResult<bool> {
-                let transition = $crate::Transition::ending(f.status)?;
-                self.hot_finish_task(id, transition, f).await
-            }
-
             async fn cancel_task(
                 &self,
                 account_id: taskgate_core::AccountId,
@@ -672,6 +587,40 @@ macro_rules! impl_store {
                     Some(t) => Ok(Some(t)),
                     None => self.hot_get_task(account_id, mode, id).await,
                 }
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::TaskQueue for $store {
+            async fn insert_task(&self, t: &$crate::TaskRecord) -> $crate::StoreResult<()> {
+                self.hot_insert_task(t).await
+            }
+
+            async fn insert_task_unflushed(
+                &self,
+                t: &$crate::TaskRecord,
+            ) -> $crate::StoreResult<()> {
+                self.hot_insert_task_unflushed(t).await
+            }
+
+            async fn settle_task(
+                &self,
+                id: taskgate_core::TaskId,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                self.hot_settle_task(id).await
+            }
+
+            async fn insert_running_capped(
+                &self,
+                t: &$crate::TaskRecord,
+                max_running: u32,
+            ) -> $crate::StoreResult<bool> {
+                if t.status != taskgate_core::TaskStatus::Running {
+                    return Err($crate::StoreError::Conflict(
+                        "only a running task is stored against its account's cap".to_owned(),
+                    ));
+                }
+                self.hot_insert_running_capped(t, max_running).await
             }
 
             async fn queued_task_ids(
@@ -698,18 +647,30 @@ macro_rules! impl_store {
                     .await?)
             }
 
-            async fn record_cancelled_attempts(
+            async fn claim_task(
                 &self,
                 id: taskgate_core::TaskId,
-                attempts: &$crate::Attempts,
-            ) -> $crate::StoreResult<bool> {
-                self.hot_visible().await?;
-                let done = sqlx::query($statements.cancelled_attempts.as_str())
-                    .bind(attempts)
-                    .bind(id)
-                    .execute(self.writer())
-                    .await?;
-                Ok(done.rows_affected() == 1)
+                runner: &taskgate_core::RunnerId,
+                now: taskgate_core::Timestamp,
+                lease_until: taskgate_core::Timestamp,
+            ) -> $crate::StoreResult<Option<$crate::TaskRecord>> {
+                let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
+                self.hot_claim_task(id, runner.clone(), now, lease_until, event).await
+            }
+
+            async fn claim_task_capped(
+                &self,
+                id: taskgate_core::TaskId,
+                account: taskgate_core::AccountId,
+                mode: taskgate_core::Mode,
+                runner: &taskgate_core::RunnerId,
+                now: taskgate_core::Timestamp,
+                lease_until: taskgate_core::Timestamp,
+                max_running: u32,
+            ) -> $crate::StoreResult<$crate::Claim> {
+                let event = taskgate_core::TaskEvent::new($crate::Transition::Claim.to(), now);
+                self.hot_claim_task_capped(id, (account, mode), runner.clone(), now, lease_until, event, max_running)
+                    .await
             }
 
             async fn renew_leases(
@@ -763,6 +724,48 @@ macro_rules! impl_store {
                 }
                 tx.commit().await?;
                 Ok(rows.into_iter().map(|r| r.0).collect())
+            }
+
+            async fn finish_task(
+                &self,
+                id: taskgate_core::TaskId,
+                f: &$crate::TaskFinish,
+            ) -> $crate::StoreResult<bool> {
+                let transition = $crate::Transition::ending(f.status)?;
+                self.hot_finish_task(id, transition, f).await
+            }
+
+            async fn record_cancelled_attempts(
+                &self,
+                id: taskgate_core::TaskId,
+                attempts: &$crate::Attempts,
+            ) -> $crate::StoreResult<bool> {
+                self.hot_visible().await?;
+                let done = sqlx::query($statements.cancelled_attempts.as_str())
+                    .bind(attempts)
+                    .bind(id)
+                    .execute(self.writer())
+                    .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn purge_tasks(
+                &self,
+                created_before: taskgate_core::Timestamp,
+                only: Option<taskgate_core::Mode>,
+                limit: i64,
+            ) -> $crate::StoreResult<u64> {
+                let sql = match only {
+                    None => $crate::sql::PURGE_TASKS,
+                    Some(taskgate_core::Mode::Test) => $crate::sql::PURGE_TEST_TASKS,
+                    Some(taskgate_core::Mode::Live) => $crate::sql::PURGE_LIVE_TASKS,
+                };
+                let r = sqlx::query(sql)
+                    .bind(taskgate_core::TaskId::floor(created_before))
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected())
             }
         }
 

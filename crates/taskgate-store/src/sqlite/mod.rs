@@ -199,7 +199,7 @@ impl SqliteStore {
     }
 
     async fn hot_settle_task(&self, id: TaskId) -> StoreResult<Option<TaskRecord>> {
-        use crate::TaskStore;
+        use crate::ClientTasks;
         self.get_task_by_id(id).await
     }
 
