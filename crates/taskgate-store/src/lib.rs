@@ -1,7 +1,8 @@
 //! Storage behind traits, with an SQLite backend (the default, embedded) and
-//! a PostgreSQL backend. Both run the same SQL text (see `sql.rs`) except for
+//! a PostgreSQL backend. Both run the same SQL text (see `sql/`) except for
 //! the few statements whose dialects differ, and both pass one conformance
-//! suite (`tests/conformance.rs`).
+//! suite (`tests/conformance.rs`). What the shared SQL needs of a backend is
+//! declared in `backend.rs`: a new backend implements those traits.
 //!
 //! Rows are domain types (`records.rs`): statuses, modes and key types are
 //! enums, ids are typed, times are [`Timestamp`]s, events and attempts are
@@ -11,7 +12,7 @@
 //! milliseconds, documents as JSON text, money as integer micro-USD.
 //!
 //! A task changes state only by a [`Transition`] of the core's state machine:
-//! the conditional updates of `sql.rs` name their source states from
+//! the conditional updates of `sql/` name their source states from
 //! [`Transition::from`], so the machine and the SQL cannot disagree.
 //!
 //! **One trait per aggregate.** The operations are grouped by what they act
@@ -27,6 +28,7 @@
 //! `dyn Store` need no import; code generic over a backend takes the traits
 //! from [`prelude`].
 
+mod backend;
 mod postgres;
 mod records;
 mod sql;
