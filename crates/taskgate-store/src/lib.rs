@@ -1,7 +1,8 @@
 //! Storage behind traits, with an SQLite backend (the default, embedded) and
-//! a PostgreSQL backend. Both run the same SQL text (see `sql.rs`) except for
+//! a PostgreSQL backend. Both run the same SQL text (see `sql/`) except for
 //! the few statements whose dialects differ, and both pass one conformance
-//! suite (`tests/conformance.rs`).
+//! suite (`tests/conformance.rs`). What the shared SQL needs of a backend is
+//! declared in `backend.rs`: a new backend implements those traits.
 //!
 //! Rows are domain types (`records.rs`): statuses, modes and key types are
 //! enums, ids are typed, times are [`Timestamp`]s, events and attempts are
@@ -11,23 +12,28 @@
 //! milliseconds, documents as JSON text, money as integer micro-USD.
 //!
 //! A task changes state only by a [`Transition`] of the core's state machine:
-//! the conditional updates of `sql.rs` name their source states from
+//! the conditional updates of `sql/` name their source states from
 //! [`Transition::from`], so the machine and the SQL cannot disagree.
 //!
 //! **One trait per aggregate.** The operations are grouped by what they act
-//! on: [`AccountStore`], [`KeyStore`], [`TaskStore`], [`IdempotencyStore`] and
-//! [`UsageStore`]; [`Store`] is all of them plus the backend's own upkeep, and
-//! each backend type implements every one. Small traits rather than sections
-//! of one: each stays short as the service grows (users and sessions are
-//! traits of their own, in `users.rs`), code that needs one aggregate can say so
-//! (`&dyn KeyStore`, which a `&dyn Store` coerces to), and a later backend
-//! may serve an aggregate from elsewhere. Calls through `dyn Store` need no
-//! import; code generic over a backend takes the traits from [`prelude`].
+//! on: [`AccountStore`], [`KeyStore`], [`IdempotencyStore`] and
+//! [`UsageStore`]; tasks have two, cut by who asks (`tasks.rs`): what clients
+//! read and write ([`ClientTasks`]) and the executor's queue, claims, leases
+//! and sweeps ([`TaskQueue`]). [`Store`] is all of them plus the backend's own
+//! upkeep, and each backend type implements every one. Small traits rather
+//! than sections of one: each stays short as the service grows (users and
+//! sessions are traits of their own, in `users.rs`), code that needs one
+//! aggregate can say so (`&dyn KeyStore`, which a `&dyn Store` coerces to),
+//! and a later backend may serve an aggregate from elsewhere. Calls through
+//! `dyn Store` need no import; code generic over a backend takes the traits
+//! from [`prelude`].
 
+mod backend;
 mod postgres;
 mod records;
 mod sql;
 mod sqlite;
+mod tasks;
 mod unavailable;
 mod usage;
 mod users;
@@ -36,20 +42,20 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use taskgate_core::{
-    AccountId, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RequestId, RunnerId, TaskId,
-    Timestamp,
+    AccountId, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RequestId, TaskId, Timestamp,
 };
 
 pub use records::*;
 pub use taskgate_core::{Attempts, TaskStatus, Transition};
+pub use tasks::{Claim, ClientTasks, TaskEnd, TaskQueue};
 pub use usage::{RequestBucket, RequestCount, RequestStore, TaskCount};
 pub use users::{SessionRecord, SessionStore, UserRecord, UserStore};
 
 /// The store's traits, for `use taskgate_store::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        AccountStore, IdempotencyStore, KeyStore, RequestStore, SessionStore, Store, TaskStore,
-        UsageStore, UserStore,
+        AccountStore, ClientTasks, IdempotencyStore, KeyStore, RequestStore, SessionStore, Store,
+        TaskQueue, UsageStore, UserStore,
     };
 }
 
@@ -182,125 +188,6 @@ pub trait KeyStore: Send + Sync {
     async fn touch_keys(&self, used: &[(KeyId, Timestamp)]) -> StoreResult<()>;
 }
 
-/// Tasks and their lifecycle. Every change of state is a [`Transition`],
-/// applied only from its source states.
-#[async_trait]
-pub trait TaskStore: Send + Sync {
-    async fn insert_task(&self, task: &TaskRecord) -> StoreResult<()>;
-    /// [`TaskStore::insert_task`] of a task nobody is told of before its
-    /// end (a sync call's): every read and write of tasks finds it, but it
-    /// is not waited for until durable. The next durable write covers it:
-    /// the task's finish, or [`TaskStore::settle_task`] when it must be told
-    /// of earlier. A crash in between loses only a task whose caller gets an
-    /// error. PostgreSQL commits it without waiting for the WAL flush, so
-    /// every instance sees it at once. SQLite (one process) holds it back
-    /// and inserts it in the commit of its end, or before any other use of
-    /// tasks, or once held for 0.1 s (`sqlite/held.rs`).
-    async fn insert_task_unflushed(&self, task: &TaskRecord) -> StoreResult<()>;
-    /// The task as stored once every write of it is durable: what a caller
-    /// of [`TaskStore::insert_task_unflushed`] reads before telling anyone
-    /// of the task. `None` if it is not stored.
-    async fn settle_task(&self, id: TaskId) -> StoreResult<Option<TaskRecord>>;
-    async fn get_task(
-        &self,
-        account_id: AccountId,
-        mode: Mode,
-        id: TaskId,
-    ) -> StoreResult<Option<TaskRecord>>;
-    async fn get_task_by_id(&self, id: TaskId) -> StoreResult<Option<TaskRecord>>;
-    async fn list_tasks(&self, query: &TaskQuery) -> StoreResult<Vec<TaskRecord>>;
-    /// [`Transition::Claim`] if the task is still queued; the claimed task.
-    async fn claim_task(
-        &self,
-        id: TaskId,
-        runner: &RunnerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> StoreResult<Option<TaskRecord>>;
-    /// Stores `task`, already claimed (`running`), only while its account
-    /// has fewer than `max_running` running tasks of the task's mode in the
-    /// whole store (every instance's): `false`, and nothing stored, at the
-    /// cap. Live and test tasks are counted apart (each mode has its own
-    /// cap). Callers on several instances at once never overshoot it.
-    async fn insert_running_capped(&self, task: &TaskRecord, max_running: u32)
-    -> StoreResult<bool>;
-    /// [`TaskStore::claim_task`], only while `account` has fewer than
-    /// `max_running` running tasks of `mode` in the whole store (`account`
-    /// and `mode` are the task's).
-    #[allow(clippy::too_many_arguments)]
-    async fn claim_task_capped(
-        &self,
-        id: TaskId,
-        account: AccountId,
-        mode: Mode,
-        runner: &RunnerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-        max_running: u32,
-    ) -> StoreResult<Claim>;
-    /// Deletes up to `limit` ended tasks (succeeded, failed, cancelled)
-    /// created before `created_before`, oldest first, of every mode or of
-    /// `only` that one; how many. For `task_retention_days` (every mode) and
-    /// `test_task_retention_days` (test tasks): called again while it
-    /// deletes `limit`.
-    async fn purge_tasks(
-        &self,
-        created_before: Timestamp,
-        only: Option<Mode>,
-        limit: i64,
-    ) -> StoreResult<u64>;
-    /// [`Transition::Succeed`] or [`Transition::Fail`] (by `finish.status`;
-    /// any other status is [`StoreError::Forbidden`]), only if the task is
-    /// still running (a cancelled task's late result is dropped). Adds
-    /// `finish.cost_micros` to the account's spend for the month of
-    /// `finish.completed_at` when live, and gives back the task's
-    /// reservation (cancel and interrupt give it back too), in one
-    /// transaction.
-    async fn finish_task(&self, id: TaskId, finish: &TaskFinish) -> StoreResult<bool>;
-    /// [`Transition::Cancel`]. Returns the task as it stands afterwards.
-    async fn cancel_task(
-        &self,
-        account_id: AccountId,
-        mode: Mode,
-        id: TaskId,
-        now: Timestamp,
-    ) -> StoreResult<Option<TaskRecord>>;
-    /// Records the attempts of a task cancelled while it ran (its execution
-    /// learns of the cancel only after the cancel is stored). Changes nothing
-    /// unless the task is `cancelled`; returns whether it did.
-    async fn record_cancelled_attempts(&self, id: TaskId, attempts: &Attempts)
-    -> StoreResult<bool>;
-    /// Ids of queued tasks, oldest first.
-    async fn queued_task_ids(&self, limit: i64) -> StoreResult<Vec<TaskId>>;
-    /// Queued tasks with their accounts and modes, taking turns: the oldest
-    /// of every account's live tasks and of its test tasks, then the second
-    /// oldest of each, …, at most `per_lane` of one account's tasks of one
-    /// mode and `limit` in all. What fair dispatch reads: a backlog of test
-    /// tasks never hides the account's live ones.
-    async fn queued_tasks(
-        &self,
-        per_lane: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<(TaskId, AccountId, Mode)>>;
-    /// Extends the leases of those of `ids` that `runner` is running: the
-    /// tasks it is executing now, so a task whose execution was lost stops
-    /// being renewed and the sweeper ends it.
-    async fn renew_leases(
-        &self,
-        runner: &RunnerId,
-        ids: &[TaskId],
-        lease_until: Timestamp,
-    ) -> StoreResult<u64>;
-    /// [`Transition::Interrupt`]: running tasks whose runner stopped renewing
-    /// its lease, or whose runner is `dead_runner` (this instance's previous
-    /// life), end `failed` with `interrupted`. Returns their ids.
-    async fn interrupt_expired(
-        &self,
-        now: Timestamp,
-        dead_runner: Option<&RunnerId>,
-    ) -> StoreResult<Vec<TaskId>>;
-}
-
 /// Idempotency keys and the answers they replay. A record is fenced by its
 /// `owner`, the request holding the key: attach, complete and abandon change
 /// it only for that request, so a request whose key was taken over (it was
@@ -341,7 +228,7 @@ pub trait IdempotencyStore: Send + Sync {
 }
 
 /// What accounts have spent (written as tasks finish, see
-/// [`TaskStore::finish_task`]).
+/// [`TaskQueue::finish_task`]).
 #[async_trait]
 pub trait UsageStore: Send + Sync {
     /// Micro-USD spent by the account in `month` (`YYYY-MM`, UTC).
@@ -352,7 +239,7 @@ pub trait UsageStore: Send + Sync {
     /// reservations are below `limit` and stay within it with this one: the
     /// check and the reservation are one atomic step. Whether it reserved.
     /// The task made for the call carries the amount (`reserved_micros`), and
-    /// its end gives it back ([`TaskStore::finish_task`], cancel, interrupt).
+    /// its end gives it back ([`TaskQueue::finish_task`], cancel, interrupt).
     async fn reserve_spend(
         &self,
         account_id: AccountId,
@@ -375,7 +262,8 @@ pub trait UsageStore: Send + Sync {
 pub trait Store:
     AccountStore
     + KeyStore
-    + TaskStore
+    + ClientTasks
+    + TaskQueue
     + IdempotencyStore
     + UsageStore
     + UserStore
@@ -395,37 +283,6 @@ pub trait Store:
     /// commit while the connection is being re-made are missed: callers keep
     /// a slower way to learn of them.
     async fn task_ends(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<TaskEnd>>>;
-}
-
-/// What [`TaskStore::claim_task_capped`] did.
-#[derive(Debug)]
-pub enum Claim {
-    Claimed(Box<TaskRecord>),
-    /// Not queued any more: claimed elsewhere, or cancelled.
-    Gone,
-    /// Still queued: its account has its cap of running tasks of its mode.
-    AtCap,
-}
-
-/// A task that reached a terminal state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskEnd {
-    pub id: taskgate_core::TaskId,
-    pub status: taskgate_core::TaskStatus,
-    pub account: AccountId,
-}
-
-impl TaskEnd {
-    /// A notification's payload, `"<id> <status> <account>"`.
-    pub fn parse(payload: &str) -> Option<Self> {
-        let mut parts = payload.split(' ');
-        let end = Self {
-            id: taskgate_core::TaskId::parse(parts.next()?).ok()?,
-            status: parts.next()?.parse().ok()?,
-            account: parts.next()?.parse().ok()?,
-        };
-        parts.next().is_none().then_some(end)
-    }
 }
 
 /// How the store's connections are pooled (PostgreSQL; SQLite has its own

@@ -86,216 +86,221 @@ macro_rules! user_columns {
 }
 pub(crate) use user_columns;
 
-/// [`UserStore`] and [`SessionStore`] for a backend with sqlx pools
-/// `writer()` and `reader()`.
+/// [`UserStore`] and [`SessionStore`] for a backend (see `backend.rs`).
 macro_rules! impl_users {
     ($store:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::UserStore for $store {
-            async fn create_user(&self, u: &$crate::UserRecord) -> $crate::StoreResult<()> {
-                let r = sqlx::query(concat!(
-                    "INSERT INTO users (",
-                    $crate::users::user_columns!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-                ))
-                .bind(u.id)
-                .bind(u.account_id)
-                .bind(&u.email)
-                .bind(u.role)
-                .bind(u.status)
-                .bind(&u.password_hash)
-                .bind(u.created_at)
-                .bind(u.last_sign_in_at)
-                .execute(self.writer())
-                .await;
-                match r {
-                    Ok(_) => Ok(()),
-                    Err(e) if $crate::users::is_unique_violation(&e) => Err(
-                        $crate::StoreError::Conflict(format!("a user with email {} exists", u.email.as_str())),
-                    ),
-                    Err(e) => Err(e.into()),
+        // The backend's interface (`backend.rs`): what these impls call
+        // of the backend.
+        const _: () = {
+            use $crate::backend::SqlBackend as _;
+
+            #[async_trait::async_trait]
+            impl $crate::UserStore for $store {
+                async fn create_user(&self, u: &$crate::UserRecord) -> $crate::StoreResult<()> {
+                    let r = sqlx::query(concat!(
+                        "INSERT INTO users (",
+                        $crate::users::user_columns!(),
+                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+                    ))
+                    .bind(u.id)
+                    .bind(u.account_id)
+                    .bind(&u.email)
+                    .bind(u.role)
+                    .bind(u.status)
+                    .bind(&u.password_hash)
+                    .bind(u.created_at)
+                    .bind(u.last_sign_in_at)
+                    .execute(self.writer())
+                    .await;
+                    match r {
+                        Ok(_) => Ok(()),
+                        Err(e) if $crate::users::is_unique_violation(&e) => Err(
+                            $crate::StoreError::Conflict(format!("a user with email {} exists", u.email.as_str())),
+                        ),
+                        Err(e) => Err(e.into()),
+                    }
                 }
-            }
 
-            async fn get_user(
-                &self,
-                id: taskgate_core::UserId,
-            ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
-                Ok(sqlx::query_as(concat!(
-                    "SELECT ",
-                    $crate::users::user_columns!(),
-                    " FROM users WHERE id = $1"
-                ))
-                .bind(id)
-                .fetch_optional(self.reader())
-                .await?)
-            }
+                async fn get_user(
+                    &self,
+                    id: taskgate_core::UserId,
+                ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::users::user_columns!(),
+                        " FROM users WHERE id = $1"
+                    ))
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+                }
 
-            async fn find_user_by_email(
-                &self,
-                email: &taskgate_core::Email,
-            ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
-                Ok(sqlx::query_as(concat!(
-                    "SELECT ",
-                    $crate::users::user_columns!(),
-                    " FROM users WHERE email = $1"
-                ))
-                .bind(email)
-                .fetch_optional(self.reader())
-                .await?)
-            }
+                async fn find_user_by_email(
+                    &self,
+                    email: &taskgate_core::Email,
+                ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::users::user_columns!(),
+                        " FROM users WHERE email = $1"
+                    ))
+                    .bind(email)
+                    .fetch_optional(self.reader())
+                    .await?)
+                }
 
-            async fn list_users(
-                &self,
-                account_id: Option<taskgate_core::AccountId>,
-            ) -> $crate::StoreResult<Vec<$crate::UserRecord>> {
-                Ok(sqlx::query_as(concat!(
-                    "SELECT ",
-                    $crate::users::user_columns!(),
-                    " FROM users WHERE CAST($1 AS TEXT) IS NULL OR account_id = $1 ORDER BY id"
-                ))
-                .bind(account_id)
-                .fetch_all(self.reader())
-                .await?)
-            }
+                async fn list_users(
+                    &self,
+                    account_id: Option<taskgate_core::AccountId>,
+                ) -> $crate::StoreResult<Vec<$crate::UserRecord>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::users::user_columns!(),
+                        " FROM users WHERE CAST($1 AS TEXT) IS NULL OR account_id = $1 ORDER BY id"
+                    ))
+                    .bind(account_id)
+                    .fetch_all(self.reader())
+                    .await?)
+                }
 
-            async fn count_users(&self) -> $crate::StoreResult<i64> {
-                let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
-                    .fetch_one(self.reader())
+                async fn count_users(&self) -> $crate::StoreResult<i64> {
+                    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
+                        .fetch_one(self.reader())
+                        .await?;
+                    Ok(n)
+                }
+
+                async fn set_user_status(
+                    &self,
+                    id: taskgate_core::UserId,
+                    status: taskgate_core::UserStatus,
+                ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
+                    let mut tx = self.writer().begin().await?;
+                    let user: Option<$crate::UserRecord> = sqlx::query_as(concat!(
+                        "UPDATE users SET status = $2 WHERE id = $1 RETURNING ",
+                        $crate::users::user_columns!()
+                    ))
+                    .bind(id)
+                    .bind(status)
+                    .fetch_optional(&mut *tx)
                     .await?;
-                Ok(n)
-            }
+                    if status != taskgate_core::UserStatus::Active {
+                        sqlx::query("DELETE FROM sessions WHERE user_id = $1")
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(user)
+                }
 
-            async fn set_user_status(
-                &self,
-                id: taskgate_core::UserId,
-                status: taskgate_core::UserStatus,
-            ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
-                let mut tx = self.writer().begin().await?;
-                let user: Option<$crate::UserRecord> = sqlx::query_as(concat!(
-                    "UPDATE users SET status = $2 WHERE id = $1 RETURNING ",
-                    $crate::users::user_columns!()
-                ))
-                .bind(id)
-                .bind(status)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if status != taskgate_core::UserStatus::Active {
+                async fn set_password(
+                    &self,
+                    id: taskgate_core::UserId,
+                    password_hash: &str,
+                ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
+                    let mut tx = self.writer().begin().await?;
+                    let user: Option<$crate::UserRecord> = sqlx::query_as(concat!(
+                        "UPDATE users SET password_hash = $2 WHERE id = $1 RETURNING ",
+                        $crate::users::user_columns!()
+                    ))
+                    .bind(id)
+                    .bind(password_hash)
+                    .fetch_optional(&mut *tx)
+                    .await?;
                     sqlx::query("DELETE FROM sessions WHERE user_id = $1")
                         .bind(id)
                         .execute(&mut *tx)
                         .await?;
+                    tx.commit().await?;
+                    Ok(user)
                 }
-                tx.commit().await?;
-                Ok(user)
+
+                async fn record_sign_in(
+                    &self,
+                    id: taskgate_core::UserId,
+                    at: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<()> {
+                    sqlx::query("UPDATE users SET last_sign_in_at = $2 WHERE id = $1")
+                        .bind(id)
+                        .bind(at)
+                        .execute(self.writer())
+                        .await?;
+                    Ok(())
+                }
             }
 
-            async fn set_password(
-                &self,
-                id: taskgate_core::UserId,
-                password_hash: &str,
-            ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
-                let mut tx = self.writer().begin().await?;
-                let user: Option<$crate::UserRecord> = sqlx::query_as(concat!(
-                    "UPDATE users SET password_hash = $2 WHERE id = $1 RETURNING ",
-                    $crate::users::user_columns!()
-                ))
-                .bind(id)
-                .bind(password_hash)
-                .fetch_optional(&mut *tx)
-                .await?;
-                sqlx::query("DELETE FROM sessions WHERE user_id = $1")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(user)
-            }
-
-            async fn record_sign_in(
-                &self,
-                id: taskgate_core::UserId,
-                at: taskgate_core::Timestamp,
-            ) -> $crate::StoreResult<()> {
-                sqlx::query("UPDATE users SET last_sign_in_at = $2 WHERE id = $1")
-                    .bind(id)
-                    .bind(at)
+            #[async_trait::async_trait]
+            impl $crate::SessionStore for $store {
+                async fn create_session(&self, s: &$crate::SessionRecord) -> $crate::StoreResult<()> {
+                    sqlx::query(
+                        "INSERT INTO sessions (token_hash, user_id, csrf_token, created_at, last_seen_at, \
+                         expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(&s.token_hash)
+                    .bind(s.user_id)
+                    .bind(&s.csrf_token)
+                    .bind(s.created_at)
+                    .bind(s.last_seen_at)
+                    .bind(s.expires_at)
                     .execute(self.writer())
                     .await?;
-                Ok(())
-            }
-        }
+                    Ok(())
+                }
 
-        #[async_trait::async_trait]
-        impl $crate::SessionStore for $store {
-            async fn create_session(&self, s: &$crate::SessionRecord) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO sessions (token_hash, user_id, csrf_token, created_at, last_seen_at, \
-                     expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&s.token_hash)
-                .bind(s.user_id)
-                .bind(&s.csrf_token)
-                .bind(s.created_at)
-                .bind(s.last_seen_at)
-                .bind(s.expires_at)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn find_session(
-                &self,
-                token_hash: &str,
-            ) -> $crate::StoreResult<Option<($crate::SessionRecord, $crate::UserRecord)>> {
-                let session: Option<$crate::SessionRecord> = sqlx::query_as(
-                    "SELECT token_hash, user_id, csrf_token, created_at, last_seen_at, expires_at \
-                     FROM sessions WHERE token_hash = $1",
-                )
-                .bind(token_hash)
-                .fetch_optional(self.reader())
-                .await?;
-                let Some(session) = session else {
-                    return Ok(None);
-                };
-                let user = $crate::UserStore::get_user(self, session.user_id).await?;
-                Ok(user.map(|u| (session, u)))
-            }
-
-            async fn touch_session(
-                &self,
-                token_hash: &str,
-                at: taskgate_core::Timestamp,
-            ) -> $crate::StoreResult<()> {
-                sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE token_hash = $1")
+                async fn find_session(
+                    &self,
+                    token_hash: &str,
+                ) -> $crate::StoreResult<Option<($crate::SessionRecord, $crate::UserRecord)>> {
+                    let session: Option<$crate::SessionRecord> = sqlx::query_as(
+                        "SELECT token_hash, user_id, csrf_token, created_at, last_seen_at, expires_at \
+                         FROM sessions WHERE token_hash = $1",
+                    )
                     .bind(token_hash)
-                    .bind(at)
-                    .execute(self.writer())
+                    .fetch_optional(self.reader())
                     .await?;
-                Ok(())
-            }
+                    let Some(session) = session else {
+                        return Ok(None);
+                    };
+                    let user = $crate::UserStore::get_user(self, session.user_id).await?;
+                    Ok(user.map(|u| (session, u)))
+                }
 
-            async fn delete_session(&self, token_hash: &str) -> $crate::StoreResult<()> {
-                sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
-                    .bind(token_hash)
-                    .execute(self.writer())
-                    .await?;
-                Ok(())
-            }
+                async fn touch_session(
+                    &self,
+                    token_hash: &str,
+                    at: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<()> {
+                    sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE token_hash = $1")
+                        .bind(token_hash)
+                        .bind(at)
+                        .execute(self.writer())
+                        .await?;
+                    Ok(())
+                }
 
-            async fn purge_sessions(
-                &self,
-                now: taskgate_core::Timestamp,
-                idle_since: taskgate_core::Timestamp,
-            ) -> $crate::StoreResult<u64> {
-                let r = sqlx::query("DELETE FROM sessions WHERE expires_at <= $1 OR last_seen_at < $2")
-                    .bind(now)
-                    .bind(idle_since)
-                    .execute(self.writer())
-                    .await?;
-                Ok(r.rows_affected())
+                async fn delete_session(&self, token_hash: &str) -> $crate::StoreResult<()> {
+                    sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
+                        .bind(token_hash)
+                        .execute(self.writer())
+                        .await?;
+                    Ok(())
+                }
+
+                async fn purge_sessions(
+                    &self,
+                    now: taskgate_core::Timestamp,
+                    idle_since: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<u64> {
+                    let r = sqlx::query("DELETE FROM sessions WHERE expires_at <= $1 OR last_seen_at < $2")
+                        .bind(now)
+                        .bind(idle_since)
+                        .execute(self.writer())
+                        .await?;
+                    Ok(r.rows_affected())
+                }
             }
-        }
+        };
     };
 }
 pub(crate) use impl_users;

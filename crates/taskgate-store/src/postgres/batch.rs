@@ -30,7 +30,7 @@ const MAX_BATCH: usize = 256;
 pub(super) enum Work {
     /// With a cap: only while the account has fewer running tasks of the
     /// task's mode. Without `flush`, a batch of such inserts alone commits without
-    /// waiting for the WAL flush (`TaskStore::insert_task_unflushed`).
+    /// waiting for the WAL flush (`TaskQueue::insert_task_unflushed`).
     Insert {
         task: Box<TaskRecord>,
         cap: Option<u32>,

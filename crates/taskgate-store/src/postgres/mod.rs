@@ -10,6 +10,8 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::mpsc;
 
+use crate::backend::{HotPath, SqlBackend};
+use crate::sql::{Dialect, Statements, impl_store};
 use crate::{PoolOptions, StoreError, StoreResult, TaskEnd};
 use batch::{Batcher, Done, Work};
 
@@ -21,7 +23,6 @@ const BATCH_WRITERS: u32 = 2;
 
 /// The channel of migration 0007's notifications.
 const TASK_ENDED: &str = "taskgate_task_ended";
-use crate::sql::{Dialect, Statements, impl_store};
 
 static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
@@ -47,6 +48,45 @@ impl PgStore {
         let (pool, writing) = pools(options, &settings).await?;
         let batcher = Batcher::start(writing, settings.retries);
         Ok(Self { pool, batcher })
+    }
+}
+
+/// The pool of every query, and that of the task writers: `settings`'
+/// connections in all.
+async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult<(PgPool, PgPool)> {
+    // No ping before each use: a round trip per statement on the hot path.
+    // A connection lost meanwhile fails its statement (503) and is dropped
+    // from the pool.
+    let pool_of = |size: u32| {
+        PgPoolOptions::new()
+            .max_connections(size)
+            .acquire_timeout(settings.acquire_timeout)
+            .test_before_acquire(false)
+    };
+    // Below three connections everything shares one pool: the writers would
+    // leave none to read with.
+    if settings.max_connections <= BATCH_WRITERS {
+        let pool = pool_of(settings.max_connections.max(1))
+            .connect_with(options)
+            .await?;
+        return Ok((pool.clone(), pool));
+    }
+    let pool = pool_of(settings.max_connections - BATCH_WRITERS)
+        .connect_with(options.clone())
+        .await?;
+    // Lazily: the pool above has just shown the server answers.
+    let writing = pool_of(BATCH_WRITERS)
+        .connect_lazy_with(options.options([("plan_cache_mode", "force_generic_plan")]));
+    Ok((pool, writing))
+}
+
+impl SqlBackend for PgStore {
+    type Db = sqlx::Postgres;
+
+    const NAME: &'static str = "postgres";
+
+    fn statements() -> &'static Statements {
+        &STATEMENTS
     }
 
     fn writer(&self) -> &PgPool {
@@ -98,40 +138,9 @@ impl PgStore {
     }
 }
 
-/// The pool of every query, and that of the task writers: `settings`'
-/// connections in all.
-async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult<(PgPool, PgPool)> {
-    // No ping before each use: a round trip per statement on the hot path.
-    // A connection lost meanwhile fails its statement (503) and is dropped
-    // from the pool.
-    let pool_of = |size: u32| {
-        PgPoolOptions::new()
-            .max_connections(size)
-            .acquire_timeout(settings.acquire_timeout)
-            .test_before_acquire(false)
-    };
-    // Below three connections everything shares one pool: the writers would
-    // leave none to read with.
-    if settings.max_connections <= BATCH_WRITERS {
-        let pool = pool_of(settings.max_connections.max(1))
-            .connect_with(options)
-            .await?;
-        return Ok((pool.clone(), pool));
-    }
-    let pool = pool_of(settings.max_connections - BATCH_WRITERS)
-        .connect_with(options.clone())
-        .await?;
-    // Lazily: the pool above has just shown the server answers.
-    let writing = pool_of(BATCH_WRITERS)
-        .connect_lazy_with(options.options([("plan_cache_mode", "force_generic_plan")]));
-    Ok((pool, writing))
-}
+impl_store!(PgStore);
 
-impl_store!(PgStore, "postgres", STATEMENTS);
-crate::users::impl_users!(PgStore);
-crate::usage::impl_requests!(PgStore);
-
-/// [`PgStore::hot_settle_task`]'s write.
+/// [`HotPath::hot_settle_task`]'s write.
 const SETTLE_TASK: &str = concat!(
     "UPDATE tasks SET lease_until = lease_until WHERE id = $1 RETURNING ",
     crate::sql::task_columns!()
@@ -139,7 +148,7 @@ const SETTLE_TASK: &str = concat!(
 
 /// The task reads and writes of the hot path: writes through the batcher,
 /// reads straight from the pool.
-impl PgStore {
+impl HotPath for PgStore {
     async fn hot_insert_task(&self, t: &crate::TaskRecord) -> StoreResult<()> {
         self.insert_uncapped(t, true).await
     }
@@ -154,16 +163,6 @@ impl PgStore {
     }
 
     async fn hot_visible_task(&self, _id: taskgate_core::TaskId) -> StoreResult<()> {
-        Ok(())
-    }
-
-    async fn insert_uncapped(&self, t: &crate::TaskRecord, flush: bool) -> StoreResult<()> {
-        let work = Work::Insert {
-            task: Box::new(t.clone()),
-            cap: None,
-            flush,
-        };
-        self.batcher.run(work).await?;
         Ok(())
     }
 
@@ -319,6 +318,18 @@ impl PgStore {
         }
         tx.commit().await?;
         Ok(cancelled)
+    }
+}
+
+impl PgStore {
+    async fn insert_uncapped(&self, t: &crate::TaskRecord, flush: bool) -> StoreResult<()> {
+        let work = Work::Insert {
+            task: Box::new(t.clone()),
+            cap: None,
+            flush,
+        };
+        self.batcher.run(work).await?;
+        Ok(())
     }
 }
 

@@ -148,7 +148,7 @@ impl Held {
         taken: Vec<(Instant, TaskRecord)>,
     ) -> StoreResult<Vec<(Instant, TaskRecord)>> {
         for (_, task) in &taken {
-            if let Err(e) = super::insert_row(conn, task) {
+            if let Err(e) = super::hot_path::insert_row(conn, task) {
                 self.restore(taken);
                 return Err(e);
             }

@@ -1,0 +1,450 @@
+//! SQLite's [`HotPath`]: the task operations of a call, on rusqlite. Writes
+//! go through the writer thread (`writer.rs`), which commits each alone when
+//! nothing else is writing and in batches under load; reads run on read-only
+//! connections (`readers.rs`). Sync calls' tasks are held back from the table
+//! until they end (`held.rs`); every operation that could find a held task
+//! writes it first.
+
+use taskgate_core::{AccountId, Mode, RunnerId, TaskEvent, TaskId, Timestamp, Transition};
+
+use super::held::Held;
+use super::writer::bind;
+use super::{STATEMENTS, SqliteStore};
+use crate::backend::HotPath;
+use crate::sql::Param;
+use crate::{StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord};
+
+impl HotPath for SqliteStore {
+    /// Every held task written, before a read or write that might look for
+    /// one.
+    async fn hot_visible(&self) -> StoreResult<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        self.write_held().await
+    }
+
+    /// Task `id` written if it is held, before it is read.
+    async fn hot_visible_task(&self, id: TaskId) -> StoreResult<()> {
+        if !self.held.holds(id) {
+            return Ok(());
+        }
+        self.write_held().await
+    }
+
+    async fn hot_insert_task(&self, t: &TaskRecord) -> StoreResult<()> {
+        let t = t.clone();
+        self.tasks.run(move |conn| insert_row(conn, &t)).await
+    }
+
+    /// Held back from the table until its end, or until something else
+    /// might look for it (`held.rs`).
+    async fn hot_insert_task_unflushed(&self, t: &TaskRecord) -> StoreResult<()> {
+        if self.held.try_hold(t) {
+            return Ok(());
+        }
+        self.hot_insert_task(t).await
+    }
+
+    async fn hot_settle_task(&self, id: TaskId) -> StoreResult<Option<TaskRecord>> {
+        use crate::ClientTasks;
+        self.get_task_by_id(id).await
+    }
+
+    async fn hot_get_task(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        id: TaskId,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.hot_visible_task(id).await?;
+        self.task_reads
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(crate::sql::GET_TASK)?;
+                bind(&mut stmt, &[&id, &account_id, &mode])?;
+                let mut rows = stmt.raw_query();
+                rows.next()?.map(task_from_row).transpose()
+            })
+            .await
+    }
+
+    async fn hot_list_tasks(&self, q: &TaskQuery) -> StoreResult<Vec<TaskRecord>> {
+        let (sql, params) = crate::sql::list_tasks_sql(q);
+        if self.held.holds_any_of(q.account_id, q.mode) {
+            self.write_held().await?;
+        }
+        self.task_reads
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(&sql)?;
+                let values: Vec<&dyn rusqlite::ToSql> = params
+                    .iter()
+                    .map(|p| match p {
+                        Param::Account(v) => v as &dyn rusqlite::ToSql,
+                        Param::Mode(v) => v,
+                        Param::Status(v) => v,
+                        Param::Api(v) => v,
+                        Param::Task(v) => v,
+                        Param::Int(v) => v,
+                    })
+                    .collect();
+                bind(&mut stmt, &values)?;
+                let mut rows = stmt.raw_query();
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    out.push(task_from_row(row)?);
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    async fn hot_claim_task(
+        &self,
+        id: TaskId,
+        runner: RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        event: TaskEvent,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.tasks
+            .run(move |conn| claim_row(conn, id, &runner, now, lease_until, &event))
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn hot_claim_task_capped(
+        &self,
+        id: TaskId,
+        (account, mode): (AccountId, Mode),
+        runner: RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        event: TaskEvent,
+        max_running: u32,
+    ) -> StoreResult<crate::Claim> {
+        let held = self.held.clone();
+        self.tasks
+            .run(move |conn| {
+                after_held(conn, &held, None, || {
+                    if running_of(conn, account, mode)? >= i64::from(max_running) {
+                        return Ok(crate::Claim::AtCap);
+                    }
+                    Ok(
+                        match claim_row(conn, id, &runner, now, lease_until, &event)? {
+                            Some(t) => crate::Claim::Claimed(Box::new(t)),
+                            None => crate::Claim::Gone,
+                        },
+                    )
+                })
+            })
+            .await
+    }
+
+    async fn hot_insert_running_capped(
+        &self,
+        t: &TaskRecord,
+        max_running: u32,
+    ) -> StoreResult<bool> {
+        let t = t.clone();
+        let held = self.held.clone();
+        self.tasks
+            .run(move |conn| {
+                after_held(conn, &held, None, || {
+                    if running_of(conn, t.account_id, t.mode)? >= i64::from(max_running) {
+                        return Ok(false);
+                    }
+                    insert_row(conn, &t)?;
+                    Ok(true)
+                })
+            })
+            .await
+    }
+
+    async fn hot_finish_task(
+        &self,
+        id: TaskId,
+        transition: Transition,
+        f: &TaskFinish,
+    ) -> StoreResult<bool> {
+        let f = f.clone();
+        let held = self.held.clone();
+        self.tasks
+            .run(move |conn| match held.take(id) {
+                // A held task is inserted here, as it ends, in the commit of its end.
+                Some((at, task)) if transition.check(task.status).is_ok() => {
+                    end_held(conn, &held, at, task, &f)
+                }
+                other => {
+                    held.restore(other.into_iter().collect());
+                    after_held(conn, &held, Some(id), || end_row(conn, id, transition, &f))
+                }
+            })
+            .await
+    }
+
+    async fn hot_cancel_task(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        id: TaskId,
+        now: Timestamp,
+        event: TaskEvent,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let held = self.held.clone();
+        self.tasks
+            .run(move |conn| {
+                after_held(conn, &held, None, || {
+                    let mut stmt = conn.prepare_cached(&STATEMENTS.cancel)?;
+                    bind(&mut stmt, &[&id, &account_id, &mode, &now, &event])?;
+                    let cancelled = {
+                        let mut rows = stmt.raw_query();
+                        rows.next()?.map(task_from_row).transpose()?
+                    };
+                    if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
+                        release(conn, t.account_id, t.created_at, t.reserved_micros)?;
+                    }
+                    Ok(cancelled)
+                })
+            })
+            .await
+    }
+}
+
+impl SqliteStore {
+    async fn write_held(&self) -> StoreResult<()> {
+        let held = self.held.clone();
+        self.tasks
+            .run(move |conn| held.write_all(conn, None).map(drop))
+            .await
+    }
+}
+
+/// A held task's end: the task inserted as it ends, in one statement. Its
+/// running state never reaches the table, nor the indexes of unfinished
+/// tasks: fewer pages to write than an insert and an update (the profile,
+/// `bench/RESULTS.md`). If that fails, it is held again.
+fn end_held(
+    conn: &rusqlite::Connection,
+    held: &Held,
+    at: std::time::Instant,
+    task: TaskRecord,
+    f: &TaskFinish,
+) -> StoreResult<bool> {
+    let (account, reserved, created_at) = (task.account_id, task.reserved_micros, task.created_at);
+    let written = task
+        .clone()
+        .finished(f)
+        .map_err(StoreError::from)
+        .and_then(|ended| insert_row(conn, &ended))
+        .and_then(|()| charge(conn, account, reserved, created_at, f));
+    if let Err(e) = written {
+        held.restore(vec![(at, task)]);
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// `id`'s end written (inside the open transaction); false if it was no
+/// longer running.
+fn end_row(
+    conn: &rusqlite::Connection,
+    id: TaskId,
+    transition: Transition,
+    f: &TaskFinish,
+) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(STATEMENTS.ending(transition))?;
+    bind(
+        &mut stmt,
+        &[
+            &id,
+            &transition.to(),
+            &f.output,
+            &f.error,
+            &f.units,
+            &f.input_tokens,
+            &f.output_tokens,
+            &f.cost_micros,
+            &f.attempts,
+            &f.completed_at,
+            &f.event(),
+        ],
+    )?;
+    let done: Option<(AccountId, i64, Timestamp)> = {
+        let mut rows = stmt.raw_query();
+        match rows.next()? {
+            Some(r) => Some((column(r, 0)?, column(r, 1)?, column(r, 2)?)),
+            None => None,
+        }
+    };
+    let Some((account, reserved, created_at)) = done else {
+        // Cancelled (or ended by the sweeper) meanwhile: drop the result.
+        return Ok(false);
+    };
+    charge(conn, account, reserved, created_at, f)?;
+    Ok(true)
+}
+
+/// An ended task's reservation given back and its cost counted toward its
+/// account's spend.
+fn charge(
+    conn: &rusqlite::Connection,
+    account: AccountId,
+    reserved: i64,
+    created_at: Timestamp,
+    f: &TaskFinish,
+) -> StoreResult<()> {
+    if reserved > 0 {
+        release(conn, account, created_at, reserved)?;
+    }
+    if let (Some(account), true) = (&f.charge_account, f.cost_micros > 0) {
+        let mut spend = conn.prepare_cached(crate::sql::UPSERT_SPEND)?;
+        let month = f.completed_at.month_key();
+        bind(&mut spend, &[account, &month, &f.cost_micros])?;
+        spend.raw_execute()?;
+    }
+    Ok(())
+}
+
+/// `work` inside the open transaction, after the held task `only` (or every
+/// held task) is written: what it reads or counts of tasks includes them. If
+/// `work` fails, they are held again.
+fn after_held<T>(
+    conn: &rusqlite::Connection,
+    held: &Held,
+    only: Option<TaskId>,
+    work: impl FnOnce() -> StoreResult<T>,
+) -> StoreResult<T> {
+    let written = match only {
+        Some(id) => held.write_one(conn, id)?,
+        None => held.write_all(conn, None)?,
+    };
+    let result = work();
+    if result.is_err() {
+        held.restore(written);
+    }
+    result
+}
+
+/// Stores `t` as it is (the hot path's insert).
+pub(super) fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(crate::sql::INSERT_TASK)?;
+    bind(
+        &mut stmt,
+        &[
+            &t.id,
+            &t.account_id,
+            &t.mode,
+            &t.api,
+            &t.status,
+            &t.input,
+            &t.output,
+            &t.error,
+            &t.units,
+            &t.input_tokens,
+            &t.output_tokens,
+            &t.cost_micros,
+            &t.metadata,
+            &t.key_id,
+            &t.idempotency_key,
+            &t.timeout_ms,
+            &t.sandbox,
+            &t.events,
+            &t.attempts,
+            &t.created_at,
+            &t.started_at,
+            &t.completed_at,
+            &t.runner,
+            &t.lease_until,
+            &t.reserved_micros,
+        ],
+    )?;
+    stmt.raw_execute()?;
+    Ok(())
+}
+
+/// [`Transition::Claim`] of a queued task: the claimed task, if it was.
+fn claim_row(
+    conn: &rusqlite::Connection,
+    id: TaskId,
+    runner: &RunnerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+    event: &TaskEvent,
+) -> StoreResult<Option<TaskRecord>> {
+    let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
+    bind(&mut stmt, &[&id, &now, runner, &lease_until, event])?;
+    let mut rows = stmt.raw_query();
+    rows.next()?.map(task_from_row).transpose()
+}
+
+/// The account's running tasks of `mode`.
+fn running_of(conn: &rusqlite::Connection, account: AccountId, mode: Mode) -> StoreResult<i64> {
+    let mut stmt = conn.prepare_cached(crate::sql::COUNT_RUNNING)?;
+    bind(&mut stmt, &[&account, &mode])?;
+    let mut rows = stmt.raw_query();
+    match rows.next()? {
+        Some(r) => column(r, 0),
+        None => Ok(0),
+    }
+}
+
+/// Column `i` of `r`; a value that does not decode is [`StoreError::Corrupt`]
+/// naming the column.
+fn column<T: rusqlite::types::FromSql>(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<T> {
+    r.get(i).map_err(|e| match e {
+        rusqlite::Error::FromSqlConversionFailure(_, _, source) => StoreError::Corrupt {
+            column: r.as_ref().column_name(i).unwrap_or("?").to_owned(),
+            message: source.to_string(),
+        },
+        rusqlite::Error::InvalidColumnType(_, name, ty) => StoreError::Corrupt {
+            column: name,
+            message: format!("unexpected {ty} value"),
+        },
+        e => StoreError::from(e),
+    })
+}
+
+/// A row of `task_columns!()`, in that order.
+fn task_from_row(r: &rusqlite::Row<'_>) -> StoreResult<TaskRecord> {
+    Ok(TaskRecord {
+        id: column(r, 0)?,
+        account_id: column(r, 1)?,
+        mode: column(r, 2)?,
+        api: column(r, 3)?,
+        status: column(r, 4)?,
+        input: column(r, 5)?,
+        output: column(r, 6)?,
+        error: column(r, 7)?,
+        units: column(r, 8)?,
+        input_tokens: column(r, 9)?,
+        output_tokens: column(r, 10)?,
+        cost_micros: column(r, 11)?,
+        metadata: column(r, 12)?,
+        key_id: column(r, 13)?,
+        idempotency_key: column(r, 14)?,
+        timeout_ms: column(r, 15)?,
+        sandbox: column(r, 16)?,
+        events: column(r, 17)?,
+        attempts: column(r, 18)?,
+        created_at: column(r, 19)?,
+        started_at: column(r, 20)?,
+        completed_at: column(r, 21)?,
+        runner: column(r, 22)?,
+        lease_until: column(r, 23)?,
+        reserved_micros: column(r, 24)?,
+    })
+}
+
+/// Gives back a task's reservation, in the writer's transaction.
+fn release(
+    conn: &rusqlite::Connection,
+    account: AccountId,
+    created_at: Timestamp,
+    reserved: i64,
+) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(crate::sql::RELEASE_SPEND)?;
+    let month = created_at.month_key();
+    bind(&mut stmt, &[&account, &month, &reserved])?;
+    stmt.raw_execute()?;
+    Ok(())
+}
