@@ -14,12 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{self, Catalog, EnvLookup};
 use crate::config::{self, Config};
-use crate::executor::Executor;
+use crate::executor::{self, Executor};
 use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
 use crate::state::AppState;
 use crate::{
-    body, client_addr, fair, follow, metrics, openapi, redis, router, serve, stream_slots, usage,
+    body, client_addr, follow, metrics, openapi, redis, router, serve, stream_slots, usage,
 };
 
 /// Opens the store named by the config and brings its schema up to date.
@@ -137,7 +137,7 @@ pub async fn start_with(
         store.clone(),
         catalog.clone(),
         runner,
-        fair::Workers {
+        executor::Workers {
             live: config.workers,
             test: config.test_workers(),
         },
