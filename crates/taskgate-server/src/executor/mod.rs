@@ -23,7 +23,8 @@
 //! - `run` and `finish`: one task's claim, execution, cost and end;
 //! - `waiters`: who waits for a task's end, cancels, and the ends written by
 //!   other instances;
-//! - `housekeeping`: what the store keeps past its time (idempotency keys).
+//! - `housekeeping`: what the store keeps past its time (idempotency keys,
+//!   ended tasks past their retention).
 
 mod dispatch;
 mod fair;
@@ -46,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use fair::Workers;
-pub use housekeeping::IDEMPOTENCY_TTL_MS;
+pub use housekeeping::{IDEMPOTENCY_TTL_MS, Retention};
 
 use crate::catalog::Catalog;
 use crate::config::PlanLimits;
