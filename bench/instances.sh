@@ -7,6 +7,16 @@
 #
 #   bench/instances.sh        results go to bench/results/<date>-instances.txt
 #
+#   BENCH_BIN=path/to/taskgate    a binary built already (else: cargo build --release)
+#   BENCH_LIMITER_ONLY=1          only the limiter's rows (old and new binaries
+#                                 interleaved, say)
+#   BENCH_DB=name                 the database made for the run (default
+#                                 taskgate_bench_instances)
+#
+# The limiter's rows also give the instance's CPU time per request (user +
+# system, from /proc): the figure that moves least when the machine is busy
+# with other work.
+#
 # Needs wrk, nginx, PostgreSQL (TASKGATE_TEST_POSTGRES_URL) and Redis
 # (TASKGATE_TEST_REDIS_URL). Every instance, nginx, PostgreSQL, Redis and wrk
 # share the same cores: the figures are what this one machine does, not what
@@ -18,15 +28,19 @@ for tool in wrk nginx psql; do
     command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || { echo "$tool is needed" >&2; exit 1; }
 done
 nginx="$(command -v nginx || echo /usr/sbin/nginx)"
-cargo build --release -p taskgate >/dev/null
-bin="$PWD/target/release/taskgate"
+if [ -n "${BENCH_BIN:-}" ]; then
+    bin="$(realpath "$BENCH_BIN")"
+else
+    cargo build --release -p taskgate >/dev/null
+    bin="$PWD/target/release/taskgate"
+fi
 duration="${BENCH_DURATION:-10s}"
 pg_admin="${TASKGATE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 # Loopback: no TLS to PostgreSQL unless PGSSLMODE asks for it (docs/deploy.md
 # has what TLS costs).
 export PGSSLMODE="${PGSSLMODE:-disable}"
 redis="${TASKGATE_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
-db=taskgate_bench_instances
+db="${BENCH_DB:-taskgate_bench_instances}"
 out="$(fresh_result "$(date -u +%Y-%m-%d)-instances" txt)"
 work="$(mktemp -d)"
 pids=()
@@ -105,14 +119,30 @@ calls() {
         | grep -E "Requests/sec|50%|99%|non-200|Socket errors" || true
 }
 
+# cpu_ticks <pid>: the process's user + system time so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# calls_cpu <concurrency> <base url> <pid>: calls, and the CPU time the
+# process <pid> spent per answered request meanwhile.
+calls_cpu() {
+    local before after out n
+    before="$(cpu_ticks "$3")"
+    out="$(wrk -t"$(( $1 < 2 ? 1 : 2 ))" -c"$1" -d"$duration" --latency -s bench/call.lua "$2/api/v1/call")"
+    after="$(cpu_ticks "$3")"
+    echo "$out" | grep -E "Requests/sec|50%|99%|non-200|Socket errors" || true
+    n="$(echo "$out" | awk '/requests in/ {print $1}')"
+    echo "server CPU per request: $(( (after - before) * 1000000 / $(getconf CLK_TCK) / n )) us ($n requests)"
+}
+
 {
     echo "# Taskgate scale-out benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uname -sr); commit $(git rev-parse --short HEAD)"
     echo "# command: bench/instances.sh (wrk -t2 -d$duration; everything on the same cores; PGSSLMODE=$PGSSLMODE)"
+    echo "# binary: $bin; Redis: $redis"
     echo
-    echo "## sync POST /call through nginx: 1, 2 and 3 instances, one PostgreSQL database, Redis limits"
+    [ -z "${BENCH_LIMITER_ONLY:-}" ] && echo "## sync POST /call through nginx: 1, 2 and 3 instances, one PostgreSQL database, Redis limits"
     config yes
-    for n in 1 2 3; do
+    for n in $([ -z "${BENCH_LIMITER_ONLY:-}" ] && echo 1 2 3); do
         fresh_database
         start "$n"
         front
@@ -130,7 +160,7 @@ calls() {
         start 1
         for c in 1 32; do
             echo "### limits in $where, concurrency $c"
-            calls "$c" "http://127.0.0.1:${ports[0]}"
+            calls_cpu "$c" "http://127.0.0.1:${ports[0]}" "${pids[0]}"
         done
         stop_all
     done

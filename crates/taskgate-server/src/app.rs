@@ -14,12 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{self, Catalog, EnvLookup};
 use crate::config::{self, Config};
-use crate::executor::Executor;
+use crate::executor::{self, Executor};
 use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
 use crate::state::AppState;
 use crate::{
-    body, client_addr, fair, follow, metrics, openapi, redis, router, serve, stream_slots, usage,
+    body, client_addr, follow, metrics, openapi, redis, router, serve, stream_slots, usage,
 };
 
 /// Opens the store named by the config and brings its schema up to date.
@@ -137,7 +137,7 @@ pub async fn start_with(
         store.clone(),
         catalog.clone(),
         runner,
-        fair::Workers {
+        executor::Workers {
             live: config.workers,
             test: config.test_workers(),
         },
@@ -146,6 +146,10 @@ pub async fn start_with(
         Duration::from_millis(config.task_lease_ms),
     )
     .await?;
+    executor.purge_tasks_past(executor::Retention {
+        days: config.task_retention_days,
+        test_days: config.test_task_retention_days,
+    });
     let openapi = openapi::Documents::new(&catalog);
     let sign_in_failures = ratelimit::SignInFailures::new(&config.dashboard);
     let state_http = config.http;
@@ -244,7 +248,8 @@ fn default_instance_id(addr: SocketAddr) -> RunnerId {
 
 /// `last_used_at` is written in batches, once a second, not on every request.
 /// So are the request counts of the dashboard's Usage; and every ten minutes
-/// the counts past their keeping and the dashboard's stale sessions go.
+/// the counts past their keeping and the dashboard's stale sessions go (the
+/// executor deletes tasks past their retention).
 async fn flush_key_usage(state: Arc<AppState>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut ticks: u64 = 0;
@@ -284,42 +289,6 @@ async fn flush_once(state: &AppState) {
 /// Request counts are kept 35 days (the Usage page shows 30).
 const REQUEST_COUNTS_KEPT_MS: i64 = 35 * 86_400_000;
 
-/// Ended tasks past `days` (of `only` that mode, or every mode), in slices
-/// of [`PURGE_SLICE`] (a short write each, so the hot path's writes are
-/// not held up), at most for [`PURGE_BUDGET`] per round: what is left goes
-/// in the next round.
-async fn purge_tasks(
-    state: &AppState,
-    now: taskgate_core::Timestamp,
-    days: u32,
-    only: Option<taskgate_core::Mode>,
-) {
-    const PURGE_SLICE: i64 = 1_000;
-    const PURGE_BUDGET: Duration = Duration::from_secs(60);
-    let cutoff = now.minus_ms(i64::from(days) * 86_400_000);
-    let started = std::time::Instant::now();
-    let mut purged = 0;
-    while started.elapsed() < PURGE_BUDGET {
-        match state.store.purge_tasks(cutoff, only, PURGE_SLICE).await {
-            Ok(n) => {
-                purged += n;
-                if n < PURGE_SLICE as u64 {
-                    break;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot delete tasks past their retention");
-                break;
-            }
-        }
-        tokio::task::yield_now().await;
-    }
-    if purged > 0 {
-        let mode = only.map_or("any", |m| m.as_str());
-        tracing::info!(purged, mode, "tasks past their retention deleted");
-    }
-}
-
 async fn purge_once(state: &AppState) {
     let now = taskgate_core::Timestamp::now();
     if let Err(e) = state
@@ -332,19 +301,6 @@ async fn purge_once(state: &AppState) {
     let idle = state.config.dashboard.session_idle_minutes as i64 * 60_000;
     if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
         tracing::warn!(error = %e, "cannot purge ended sessions");
-    }
-    let c = &state.config;
-    if c.task_retention_days > 0 {
-        purge_tasks(state, now, c.task_retention_days, None).await;
-    }
-    // Test tasks cost nothing, so only their retention bounds what they
-    // store (a chat input is up to 4 MiB): they go after their own
-    // retention when it is the shorter.
-    if c.test_task_retention_days > 0
-        && (c.task_retention_days == 0 || c.test_task_retention_days < c.task_retention_days)
-    {
-        let test = Some(taskgate_core::Mode::Test);
-        purge_tasks(state, now, c.test_task_retention_days, test).await;
     }
     // The in-memory limiter forgets accounts idle for a day (Redis expires
     // its keys by itself).

@@ -15,7 +15,6 @@ pub mod dashboard;
 pub mod envelope;
 pub mod error;
 pub mod executor;
-pub mod fair;
 pub mod follow;
 pub mod meta;
 pub mod metrics;

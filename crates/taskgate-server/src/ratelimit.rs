@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use taskgate_core::{AccountId, Email, Timestamp};
 
 use crate::config::{DashboardConfig, PlanLimits};
-use crate::redis::{Redis, RedisError, Reply, Script};
+use crate::redis::{Redis, RedisError, Script};
 
 const MINUTE_MS: i64 = 60_000;
 const DAY_MS: i64 = 86_400_000;
@@ -116,7 +116,7 @@ impl RateLimiter {
     pub async fn ping(&self) -> Option<bool> {
         match self {
             RateLimiter::Memory(_) => None,
-            RateLimiter::Redis(r) => Some(r.redis.command(&["PING"]).await.is_ok()),
+            RateLimiter::Redis(r) => Some(r.redis.command::<()>(&["PING"]).await.is_ok()),
         }
     }
 
@@ -203,7 +203,7 @@ impl RedisLimiter {
         let day_key = format!("taskgate:{{{account}}}:day");
         let limit = |l: Option<u32>| l.map_or("-1".to_owned(), |l| l.to_string());
         let member = format!("{}-{:016x}", now_ms(), rand::random::<u64>());
-        let reply = self
+        let reply: Result<Vec<i64>, RedisError> = self
             .redis
             .eval(
                 &self.script,
@@ -216,12 +216,10 @@ impl RedisLimiter {
                 ],
             )
             .await;
-        let values: Option<Vec<i64>> = match &reply {
-            Ok(Reply::Array(items)) => items.iter().map(Reply::int).collect(),
-            _ => None,
-        };
-        let Some([allowed, minute, day, minute_reset, day_reset]) =
-            values.and_then(|v| <[i64; 5]>::try_from(v).ok())
+        let Some([allowed, minute, day, minute_reset, day_reset]) = reply
+            .as_ref()
+            .ok()
+            .and_then(|v| <[i64; 5]>::try_from(v.as_slice()).ok())
         else {
             return self.unavailable(reply.err());
         };
@@ -414,12 +412,12 @@ impl AuthLimiter {
             return self.local.blocked(addr);
         };
         let key = Self::key(addr);
-        match redis.eval(blocked, &[&key], &[&limit.to_string()]).await {
-            Ok(r) => match r.int() {
-                Some(ms) if ms >= 0 => Some(ceil_secs(ms)),
-                Some(_) => None,
-                None => self.local.blocked(addr),
-            },
+        match redis
+            .eval::<i64>(blocked, &[&key], &[&limit.to_string()])
+            .await
+        {
+            Ok(ms) if ms >= 0 => Some(ceil_secs(ms)),
+            Ok(_) => None,
             Err(_) => self.local.blocked(addr),
         }
     }
@@ -433,7 +431,7 @@ impl AuthLimiter {
         };
         let member = format!("{}-{:016x}", now_ms(), rand::random::<u64>());
         if let Err(e) = redis
-            .eval(record, &[&Self::key(&addr)], &[&limit.to_string(), &member])
+            .eval::<()>(record, &[&Self::key(&addr)], &[&limit.to_string(), &member])
             .await
         {
             tracing::debug!(error = %e, "cannot record a failed authentication in Redis");

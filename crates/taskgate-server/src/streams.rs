@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use taskgate_core::TaskId;
 use tokio::sync::watch;
 
-use crate::redis::{Redis, Reply};
+use crate::redis::Redis;
 
 /// How long a stream's text stays in Redis after its last piece.
 const REMOTE_TEXT_TTL_MS: &str = "600000";
@@ -186,12 +186,12 @@ async fn forward(hub: Arc<Hub>, id: TaskId, redis: Arc<Redis>) {
         if !text.is_empty() {
             sent += text.len();
             let copied = async {
-                redis.command(&["APPEND", &key, &text]).await?;
+                redis.command::<()>(&["APPEND", &key, &text]).await?;
                 redis
-                    .command(&["PEXPIRE", &key, REMOTE_TEXT_TTL_MS])
+                    .command::<()>(&["PEXPIRE", &key, REMOTE_TEXT_TTL_MS])
                     .await?;
                 redis
-                    .command(&["PUBLISH", &channel, &sent.to_string()])
+                    .command::<()>(&["PUBLISH", &channel, &sent.to_string()])
                     .await
             };
             if let Err(e) = copied.await {
@@ -222,14 +222,10 @@ impl RemoteText {
     /// The text from byte `from` on (a length this stream reported, so a
     /// character boundary).
     pub async fn since(&self, from: usize) -> String {
-        match self
-            .redis
-            .on_key(&["GETRANGE", &key(self.id), &from.to_string(), "-1"])
+        self.redis
+            .command::<String>(&["GETRANGE", &key(self.id), &from.to_string(), "-1"])
             .await
-        {
-            Ok(Reply::Text(t)) => t,
-            _ => String::new(),
-        }
+            .unwrap_or_default()
     }
 }
 

@@ -113,7 +113,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         store.clone(),
         Arc::new(catalog),
         RunnerId::parse("panic-test").unwrap(),
-        taskgate_server::fair::Workers { live: 1, test: 1 },
+        taskgate_server::executor::Workers { live: 1, test: 1 },
         Default::default(),
         None,
         std::time::Duration::from_secs(30),

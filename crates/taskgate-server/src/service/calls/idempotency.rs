@@ -9,11 +9,9 @@ use taskgate_core::{IdempotencyKey, RequestId, Timestamp};
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 
 use super::{Call, CallError, run_held};
+use crate::executor::IDEMPOTENCY_TTL_MS;
 use crate::principal::Principal;
 use crate::state::AppState;
-
-/// How long an Idempotency-Key and its answer are kept.
-pub(crate) const IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
 
 /// An Idempotency-Key and the request that holds it (the fence of its record).
 pub struct Hold {

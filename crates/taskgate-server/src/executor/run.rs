@@ -1,0 +1,223 @@
+//! One task's execution: its claim, its run under its deadline and
+//! cancellation token (a provider's call, or test mode's sandbox), the
+//! attempts it made and the check of its output. `finish.rs` writes its end.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+use taskgate_core::task::error_code;
+use taskgate_core::{AttemptOutcome, Attempts, Mode, SandboxOutcome, TaskId, Timestamp};
+use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock};
+use taskgate_store::{Claim, TaskRecord};
+use tokio_util::sync::CancellationToken;
+
+use super::Executor;
+use super::fair::Lane;
+use crate::catalog::ApiEntry;
+
+impl Executor {
+    pub(super) async fn run(&self, id: TaskId, lane: Lane) {
+        // The token is registered before the claim: a cancel that lands right
+        // after the claim commits must find it, or the execution would go on
+        // (holding a worker) until its result is dropped.
+        let token = CancellationToken::new();
+        self.running.lock().insert(id, token.clone());
+        let now = Timestamp::now();
+        let lease_until = now.plus_ms(self.lease_ms);
+        let claimed = match self.fair.cap(lane) {
+            Some(cap) => self
+                .store
+                .claim_task_capped(
+                    id,
+                    lane.account,
+                    lane.mode,
+                    &self.runner,
+                    now,
+                    lease_until,
+                    cap as u32,
+                )
+                .await
+                .map(|claim| match claim {
+                    Claim::Claimed(task) => Some(*task),
+                    Claim::Gone => None,
+                    Claim::AtCap => {
+                        // Other instances run the lane's cap: wait for an end.
+                        self.fair.block(lane, id);
+                        None
+                    }
+                }),
+            None => {
+                self.store
+                    .claim_task(id, &self.runner, now, lease_until)
+                    .await
+            }
+        };
+        let task = match claimed {
+            Ok(Some(task)) => task,
+            Ok(None) => {
+                self.running.lock().remove(&id);
+                return; // claimed elsewhere, cancelled while queued, or at the cap
+            }
+            Err(e) => {
+                self.running.lock().remove(&id);
+                tracing::warn!(error = %e, task = %id, "cannot claim task");
+                return;
+            }
+        };
+        self.execute_claimed(task, token).await;
+    }
+
+    /// Runs a task this instance has claimed, under its deadline and token.
+    pub(super) async fn execute_claimed(&self, task: TaskRecord, token: CancellationToken) {
+        let deadline = Duration::from_millis(task.timeout_ms.max(1) as u64);
+        let mut ctx = ExecContext::with_timeout(deadline);
+        let entry = self.catalog.get(task.api.as_str());
+        if entry.is_some_and(|e| e.spec.kind == "chat") {
+            let hub = self.streams.open(task.id);
+            ctx = ctx.stream_to(Arc::new(move |delta: &str| hub.push(delta)));
+        }
+        let result = match entry {
+            Some(entry) => {
+                tokio::select! {
+                    biased;
+                    _ = token.cancelled() => None,
+                    r = tokio::time::timeout(deadline, execute_guarded(entry, &task, &mut ctx)) => Some(match r {
+                        Ok(r) => r.and_then(|x| check_output(entry, x)),
+                        Err(_) => {
+                            ctx.abandon(AttemptOutcome::Timeout);
+                            Err(ExecError::new(
+                                error_code::TIMEOUT,
+                                format!("The task did not finish within its timeout of {} ms.", task.timeout_ms),
+                            ))
+                        }
+                    }),
+                }
+            }
+            None => Some(Err(ExecError::new(
+                error_code::INTERNAL_ERROR,
+                "The API of this task is no longer in the catalog.",
+            ))),
+        };
+        self.running.lock().remove(&task.id);
+        if result.is_none() {
+            ctx.abandon(AttemptOutcome::Cancelled);
+        }
+        let attempts = ctx.into_attempts();
+        for a in &attempts {
+            crate::metrics::record_attempt(a);
+        }
+        let Some(result) = result else {
+            // Cancelled: the cancel already wrote the task's state; the
+            // attempts made until then are added to it.
+            self.streams.close(task.id);
+            let attempts = Attempts(attempts);
+            if let Err(e) = self
+                .store
+                .record_cancelled_attempts(task.id, &attempts)
+                .await
+            {
+                tracing::warn!(error = %e, task = %task.id, "cannot record a cancelled task's attempts");
+            }
+            return;
+        };
+        self.finish(task, result, attempts).await;
+    }
+}
+
+/// [`execute`], with a panic of the provider (a bug) turned into the task's
+/// failure: the task ends `failed` with `internal_error` like any other, its
+/// lease and stream are released, and the worker goes on.
+async fn execute_guarded(
+    entry: &ApiEntry,
+    task: &TaskRecord,
+    ctx: &mut ExecContext,
+) -> Result<Execution, ExecError> {
+    match AssertUnwindSafe(execute(entry, task, ctx))
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::error!(task = %task.id, api = %task.api, "the execution of a task panicked");
+            Err(ExecError::new(
+                error_code::INTERNAL_ERROR,
+                "The execution failed unexpectedly.",
+            ))
+        }
+    }
+}
+
+async fn execute(
+    entry: &ApiEntry,
+    task: &TaskRecord,
+    ctx: &mut ExecContext,
+) -> Result<Execution, ExecError> {
+    let input: Value = serde_json::from_str(&task.input).map_err(|_| {
+        ExecError::new(
+            error_code::INTERNAL_ERROR,
+            "The stored input is unreadable.",
+        )
+    })?;
+    if task.mode != Mode::Test {
+        return entry.provider.execute(&entry.spec.slug, &input, ctx).await;
+    }
+    // Test mode never leaves the process: the API's sandbox behaviour, shaped
+    // by the task's sandbox controls.
+    let controls = task.sandbox.clone().unwrap_or_default();
+    let clock = LocalClock::start();
+    let chat = entry.spec.kind == "chat";
+    let streamed = chat && controls.outcome == SandboxOutcome::Succeeded;
+    if controls.delay_ms > 0 && !streamed {
+        tokio::time::sleep(Duration::from_millis(controls.delay_ms)).await;
+    }
+    let result = match controls.outcome {
+        SandboxOutcome::Failed => Err(ExecError::new(
+            controls
+                .error_code
+                .as_deref()
+                .unwrap_or(error_code::UPSTREAM_ERROR),
+            "Simulated failure (test mode sandbox).",
+        )),
+        // A hang: the task's own deadline ends it with `timeout`.
+        SandboxOutcome::Timeout => std::future::pending().await,
+        SandboxOutcome::Succeeded => entry.provider.sandbox(&entry.spec, &input).await,
+    };
+    // A simulated chat reply streams like a real one, word by word, spread
+    // over the delay when there is one.
+    if let Ok(x) = &result
+        && let Some(text) = x.output.get("text").and_then(Value::as_str)
+        && chat
+    {
+        let words: Vec<&str> = text.split_inclusive(' ').collect();
+        let pause = Duration::from_millis(controls.delay_ms) / words.len().max(1) as u32;
+        for (i, word) in words.iter().enumerate() {
+            if i > 0 && streamed && !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            ctx.delta(word);
+        }
+        if streamed && !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
+    }
+    ctx.push(clock.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));
+    result
+}
+
+/// A provider's output must satisfy the API's output schema.
+fn check_output(entry: &ApiEntry, x: Execution) -> Result<Execution, ExecError> {
+    let violations = entry.output_schema.violations(&x.output);
+    match violations.first() {
+        None => Ok(x),
+        Some(v) => {
+            tracing::warn!(api = %entry.spec.slug, path = %v.path, "provider output violates the output schema");
+            Err(ExecError::new(
+                error_code::INVALID_UPSTREAM_RESPONSE,
+                "The provider returned an output that does not match the API's output schema.",
+            ))
+        }
+    }
+}
