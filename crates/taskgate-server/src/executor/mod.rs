@@ -68,7 +68,7 @@ pub enum Told {
     /// event): it must be durable by then.
     AtOnce,
     /// At its end (a sync call's answer), or after reading it with
-    /// `TaskStore::settle_task`.
+    /// `TaskQueue::settle_task`.
     AtEnd,
 }
 
