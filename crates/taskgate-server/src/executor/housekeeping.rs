@@ -10,7 +10,7 @@ use taskgate_core::{Mode, Timestamp};
 use super::Executor;
 
 /// How long an idempotency key holds its first answer (api-v1: 24 hours).
-/// `POST /call` treats older keys as new; the purge deletes them.
+/// A call treats an older key as new; the purge deletes it.
 pub const IDEMPOTENCY_TTL_MS: i64 = 86_400_000;
 /// How often expired idempotency keys are deleted (and at start).
 const IDEMPOTENCY_PURGE_EVERY: Duration = Duration::from_secs(10);
