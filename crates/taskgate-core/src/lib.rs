@@ -24,7 +24,7 @@ pub use attempt::{Attempt, AttemptOutcome, Attempts};
 pub use clock::Clock;
 pub use ids::{AccountId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId};
 pub use key::{ApiKeySecret, KeyType, Mode, Scope, Scopes};
-pub use money::Micros;
+pub use money::{Micros, Nanos};
 pub use task::{
     ForbiddenTransition, IdempotencyKey, SandboxControls, SandboxOutcome, TaskError, TaskEvent,
     TaskEvents, TaskStatus, Transition,

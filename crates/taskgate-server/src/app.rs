@@ -129,7 +129,7 @@ pub async fn start_with(
         .unwrap_or_else(|| default_instance_id(addr));
     let redis = match &config.redis_url {
         Some(url) => Some(Arc::new(
-            redis::Redis::new(url).map_err(anyhow::Error::msg)?,
+            redis::Redis::new(url.as_str()).map_err(anyhow::Error::msg)?,
         )),
         None => None,
     };
@@ -165,11 +165,10 @@ pub async fn start_with(
             )),
         },
         auth_failures: ratelimit::AuthLimiter::new(config.auth_failures_per_minute, redis.clone()),
-        trusted_proxies: client_addr::TrustedProxies::parse(
+        trusted_proxies: client_addr::TrustedProxies::new(
             &config.trusted_proxies,
             config.client_ip_header,
-        )
-        .map_err(anyhow::Error::msg)?,
+        ),
         stream_slots: stream_slots::StreamSlots::new(&config.limits),
         followers: follow::Followers::new(store.clone()),
         config: Arc::new(config),

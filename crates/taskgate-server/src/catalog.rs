@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use taskgate_core::ApiSlug;
-use taskgate_core::money::{Micros, format_decimal, nanos_to_micros, parse_decimal};
+use taskgate_core::money::{Micros, Nanos, format_decimal, nanos_to_micros};
 use taskgate_providers::builtin::Builtin;
 use taskgate_providers::kinds::Kind;
 use taskgate_providers::schema::CompiledSchema;
-use taskgate_providers::upstream::fetch::Cidr;
 use taskgate_providers::upstream::{
     FetchPolicy, Protocol, ProviderConfig, Route, Target, TargetConfig, Upstream, defaults,
 };
@@ -224,7 +223,7 @@ impl Catalog {
                 }
                 let o = config.apis.get(&spec.slug);
                 if let Some(o) = o {
-                    apply_override(&mut spec, o)?;
+                    apply_override(&mut spec, o);
                 }
                 let allowed_options = AllowedOptions::of(o, &spec.kind);
                 let input_schema = CompiledSchema::compile(&spec.input_schema)
@@ -280,29 +279,26 @@ impl Catalog {
 }
 
 /// Applies the configuration's fields for an API to its spec.
-fn apply_override(spec: &mut ApiSpec, o: &ApiOverride) -> Result<(), String> {
+fn apply_override(spec: &mut ApiSpec, o: &ApiOverride) {
     if let Some(name) = &o.name {
         spec.name = name.clone();
     }
     if let Some(d) = &o.description {
         spec.description = d.clone();
     }
-    if let Some(p) = &o.price_per_call_usd {
-        spec.pricing = Pricing::PerCall {
-            price_nanos: parse_decimal(p, 9)?,
-        };
+    if let Some(Nanos(price_nanos)) = o.price_per_call_usd {
+        spec.pricing = Pricing::PerCall { price_nanos };
     }
     if o.input_price_per_1k_tokens_usd.is_some() || o.output_price_per_1k_tokens_usd.is_some() {
-        let price = |p: &Option<String>| p.as_deref().map_or(Ok(0), |p| parse_decimal(p, 9));
+        let price = |p: Option<Nanos>| p.unwrap_or_default().0;
         spec.pricing = Pricing::PerKiloTokens {
-            input_nanos: price(&o.input_price_per_1k_tokens_usd)?,
-            output_nanos: price(&o.output_price_per_1k_tokens_usd)?,
+            input_nanos: price(o.input_price_per_1k_tokens_usd),
+            output_nanos: price(o.output_price_per_1k_tokens_usd),
         };
     }
     if let Some(t) = o.timeout_ms {
         spec.timeout_ms = t.max(1);
     }
-    Ok(())
 }
 
 /// Default deadline of an upstream API of `kind`.
@@ -351,14 +347,8 @@ fn valid_name(s: &str) -> bool {
 /// The upstream provider of the configuration, and the declared APIs left
 /// out because their provider has no credentials.
 fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet<String>), String> {
-    let allow = config
-        .outbound
-        .allow_networks
-        .iter()
-        .map(|c| Cidr::parse(c))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut upstream = Upstream::new(FetchPolicy {
-        allow,
+        allow: config.outbound.allow_networks.clone(),
         max_bytes: config.outbound.max_fetch_bytes,
         timeout: Duration::from_millis(config.outbound.fetch_timeout_ms.max(1)),
     })?;
@@ -515,6 +505,10 @@ mod tests {
         })
     }
 
+    fn usd(s: &str) -> Nanos {
+        Nanos::parse_usd(s).unwrap()
+    }
+
     fn slugs(c: &Catalog) -> Vec<&str> {
         c.all().iter().map(|e| e.spec.slug.as_str()).collect()
     }
@@ -525,8 +519,8 @@ mod tests {
         config.catalog.apis.insert(
             "openai-chat".to_owned(),
             ApiOverride {
-                input_price_per_1k_tokens_usd: Some("0.003".to_owned()),
-                output_price_per_1k_tokens_usd: Some("0.006".to_owned()),
+                input_price_per_1k_tokens_usd: Some(usd("0.003")),
+                output_price_per_1k_tokens_usd: Some(usd("0.006")),
                 ..ApiOverride::default()
             },
         );
@@ -550,7 +544,7 @@ mod tests {
         config.catalog.apis.insert(
             "openai-chat".to_owned(),
             ApiOverride {
-                input_price_per_1k_tokens_usd: Some("0.001".to_owned()),
+                input_price_per_1k_tokens_usd: Some(usd("0.001")),
                 ..ApiOverride::default()
             },
         );

@@ -41,13 +41,13 @@ pub struct TrustedProxies {
 }
 
 impl TrustedProxies {
-    /// From the `trusted_proxies` setting (addresses or CIDR blocks) and
-    /// the header they name the client in.
-    pub fn parse(list: &[String], header: ClientIpHeader) -> Result<Self, String> {
-        list.iter()
-            .map(|s| Cidr::parse(s).map_err(|e| format!("config: trusted_proxies: {e}")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(|blocks| Self { blocks, header })
+    /// From the `trusted_proxies` setting (addresses or CIDR blocks, read
+    /// as such with the configuration) and the header they name the client in.
+    pub fn new(blocks: &[Cidr], header: ClientIpHeader) -> Self {
+        Self {
+            blocks: blocks.to_vec(),
+            header,
+        }
     }
 
     fn trusts(&self, ip: IpAddr) -> bool {
@@ -162,21 +162,24 @@ mod tests {
         s.parse().unwrap()
     }
 
+    fn cidr(s: &str) -> Cidr {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn without_trusted_proxies_the_headers_are_ignored() {
         let none = TrustedProxies::default();
         let h = headers(&[("x-forwarded-for", "1.2.3.4")]);
         assert_eq!(none.client(ip("10.0.0.1"), &h), ip("10.0.0.1"));
-        let some =
-            TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default()).unwrap();
+        let some = TrustedProxies::new(&[cidr("10.0.0.0/8")], ClientIpHeader::default());
         // From a peer that is not a trusted proxy: ignored too.
         assert_eq!(some.client(ip("203.0.113.9"), &h), ip("203.0.113.9"));
     }
 
     #[test]
     fn the_rightmost_untrusted_hop_is_the_client() {
-        let blocks = ["10.0.0.0/8".to_owned(), "192.168.1.1".to_owned()];
-        let p = TrustedProxies::parse(&blocks, ClientIpHeader::XForwardedFor).unwrap();
+        let blocks = [cidr("10.0.0.0/8"), cidr("192.168.1.1")];
+        let p = TrustedProxies::new(&blocks, ClientIpHeader::XForwardedFor);
         // The client claims 6.6.6.6; its real address was appended by our proxies.
         let h = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.1.2.3")]);
         assert_eq!(p.client(ip("192.168.1.1"), &h), ip("198.51.100.7"));
@@ -200,7 +203,7 @@ mod tests {
         assert_eq!(p.client(ip("10.0.0.2"), &h2), ip("10.0.0.2"));
         // With `forwarded` named, X-Forwarded-For is the one ignored; quotes,
         // brackets and ports parse.
-        let f = TrustedProxies::parse(&blocks, ClientIpHeader::Forwarded).unwrap();
+        let f = TrustedProxies::new(&blocks, ClientIpHeader::Forwarded);
         assert_eq!(f.client(ip("10.0.0.2"), &h), ip("2001:db8::7"));
         let h3 = headers(&[("x-forwarded-for", "6.6.6.6")]);
         assert_eq!(f.client(ip("10.0.0.2"), &h3), ip("10.0.0.2"));
@@ -216,8 +219,7 @@ mod tests {
 
     #[test]
     fn host_and_proto_are_believed_only_from_a_trusted_peer() {
-        let p =
-            TrustedProxies::parse(&["10.0.0.0/8".to_owned()], ClientIpHeader::default()).unwrap();
+        let p = TrustedProxies::new(&[cidr("10.0.0.0/8")], ClientIpHeader::default());
         let h = headers(&[
             ("x-forwarded-host", "taskgate.example"),
             ("x-forwarded-proto", "https"),

@@ -1,10 +1,21 @@
 //! Service configuration. Every field has a default, so no file is needed.
+//!
+//! A setting is read into the type its users take (an address block, a
+//! URL, a price) as the configuration is deserialized, so that a bad value
+//! refuses to start naming the setting, and nothing reads its text again
+//! later. What serde cannot check alone (ranges, rules over several
+//! fields) is [`Config::validate`].
+
+mod redis_url;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use taskgate_core::{Mode, PlanName, RunnerId};
+use taskgate_core::{Mode, Nanos, PlanName, RunnerId};
+use taskgate_providers::upstream::fetch::Cidr;
 use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, Secret, TargetConfig};
+
+pub use redis_url::RedisUrl;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -15,7 +26,7 @@ pub struct Config {
     pub database_url: String,
     /// `redis://…`: where the rate limits of several instances are kept,
     /// so they hold across them. Absent: in this process's memory.
-    pub redis_url: Option<String>,
+    pub redis_url: Option<RedisUrl>,
     /// When Redis cannot be reached: `closed` (503 `rate_limiter_unavailable`)
     /// or `open` (serve without limits, and log it).
     pub redis_failure: RedisFailure,
@@ -53,7 +64,7 @@ pub struct Config {
     /// are believed: the client's address (in `client_ip_header`), and
     /// `X-Forwarded-Host` / `X-Forwarded-Proto` for the dashboard. Empty:
     /// every forwarding header is ignored.
-    pub trusted_proxies: Vec<String>,
+    pub trusted_proxies: Vec<Cidr>,
     /// The one header the trusted proxies name the client in:
     /// `x-forwarded-for` (default) or `forwarded`. The other is ignored.
     pub client_ip_header: crate::client_addr::ClientIpHeader,
@@ -80,7 +91,7 @@ pub struct Config {
     /// What URLs that users put in task inputs may reach.
     pub outbound: OutboundConfig,
     /// `text` or `json` logs.
-    pub log_format: String,
+    pub log_format: LogFormat,
     /// A tracing filter: `info`, `warn`, `taskgate_server=debug,info`, …
     pub log_level: String,
 }
@@ -335,6 +346,15 @@ impl DatabaseConfig {
     }
 }
 
+/// `log_format`: how log lines are written on stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 /// What the rate limiter does when Redis cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -379,11 +399,11 @@ pub struct ApiOverride {
     pub name: Option<String>,
     pub description: Option<String>,
     /// Price per call in USD, as a decimal string, e.g. `"0.0002"`.
-    pub price_per_call_usd: Option<String>,
+    pub price_per_call_usd: Option<Nanos>,
     /// Price per 1,000 input tokens in USD (with `output_price_per_1k_tokens_usd`).
-    pub input_price_per_1k_tokens_usd: Option<String>,
+    pub input_price_per_1k_tokens_usd: Option<Nanos>,
     /// Price per 1,000 output tokens in USD.
-    pub output_price_per_1k_tokens_usd: Option<String>,
+    pub output_price_per_1k_tokens_usd: Option<Nanos>,
     pub timeout_ms: Option<u64>,
     /// The kind (`chat`, `embedding`, `image_generation`, `transcription`,
     /// `classification`) of a declared API.
@@ -410,7 +430,7 @@ pub struct ApiOverride {
 pub struct OutboundConfig {
     /// Networks (CIDR) that user-supplied URLs may reach although they are
     /// not public, e.g. `["10.20.0.0/16"]`. Empty by default.
-    pub allow_networks: Vec<String>,
+    pub allow_networks: Vec<Cidr>,
     /// Largest file fetched from a user-supplied URL.
     pub max_fetch_bytes: usize,
     /// Deadline of such a fetch.
@@ -489,7 +509,7 @@ impl Default for Config {
             providers: BTreeMap::new(),
             catalog: CatalogConfig::default(),
             outbound: OutboundConfig::default(),
-            log_format: "text".to_owned(),
+            log_format: LogFormat::Text,
             log_level: "info".to_owned(),
         }
     }
@@ -702,7 +722,7 @@ impl Config {
         Ok(())
     }
 
-    /// Checks what serde cannot: cross-field rules.
+    /// Checks what serde cannot: ranges and cross-field rules.
     pub fn validate(&self) -> Result<(), String> {
         if self.plans.is_empty() {
             return Err("config: at least one plan is needed".to_owned());
@@ -714,27 +734,7 @@ impl Config {
             ));
         }
         self.check_numbers()?;
-        crate::client_addr::TrustedProxies::parse(&self.trusted_proxies, self.client_ip_header)?;
-        if let Some(url) = &self.redis_url {
-            crate::redis::Redis::new(url).map_err(|e| format!("config: {e}"))?;
-        }
         for (slug, o) in &self.catalog.apis {
-            for (field, value) in [
-                ("price_per_call_usd", &o.price_per_call_usd),
-                (
-                    "input_price_per_1k_tokens_usd",
-                    &o.input_price_per_1k_tokens_usd,
-                ),
-                (
-                    "output_price_per_1k_tokens_usd",
-                    &o.output_price_per_1k_tokens_usd,
-                ),
-            ] {
-                if let Some(p) = value {
-                    taskgate_core::money::parse_decimal(p, 9)
-                        .map_err(|e| format!("config: catalog.apis.{slug}.{field}: {e}"))?;
-                }
-            }
             if o.price_per_call_usd.is_some()
                 && (o.input_price_per_1k_tokens_usd.is_some()
                     || o.output_price_per_1k_tokens_usd.is_some())
@@ -754,13 +754,6 @@ impl Config {
                     "config: catalog.apis.{slug}: kind, model, deployments, fallbacks and http need a provider"
                 ));
             }
-        }
-        for cidr in &self.outbound.allow_networks {
-            taskgate_providers::upstream::fetch::Cidr::parse(cidr)
-                .map_err(|e| format!("config: outbound.allow_networks: {e}"))?;
-        }
-        if !matches!(self.log_format.as_str(), "text" | "json") {
-            return Err("config: log_format must be text or json".to_owned());
         }
         Ok(())
     }

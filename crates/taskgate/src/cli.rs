@@ -10,6 +10,7 @@ use serde_json::Value;
 use taskgate_core::duration::parse_duration_ms;
 use taskgate_core::{KeyType, UserStatus};
 use taskgate_server::Config;
+use taskgate_server::config::LogFormat;
 use taskgate_server::service::accounts::FirstStart;
 
 use crate::operator as admin;
@@ -351,7 +352,7 @@ fn print_value(json: bool, value: &Value) {
 }
 
 async fn serve(config: Config, admin_email: Option<String>) -> anyhow::Result<()> {
-    init_tracing(&config.log_format, &config.log_level);
+    init_tracing(config.log_format, &config.log_level);
     let admin_email = admin_email
         .as_deref()
         .map(taskgate_core::Email::normalize)
@@ -398,13 +399,13 @@ fn first_start_banner(config: &Config, first: &FirstStart) {
     );
 }
 
-fn init_tracing(format: &str, level: &str) {
+fn init_tracing(format: LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if format == "json" {
+    if format == LogFormat::Json {
         builder.json().init();
     } else {
         builder.init();

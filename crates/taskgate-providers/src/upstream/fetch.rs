@@ -7,6 +7,7 @@
 //! with, so a name that resolves to a private address is refused, and it is
 //! made again on every redirect. Size and time are limited.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use serde::{Deserialize, Serialize};
 use taskgate_core::task::error_code;
 
 use super::http::UpstreamError;
@@ -91,6 +93,50 @@ impl Cidr {
             }
             _ => false,
         }
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s)
+    }
+}
+
+/// `10.0.0.0/8`, or the address alone for a block of one address: the forms
+/// [`Cidr::parse`] reads.
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let one = if self.addr.is_ipv4() { 32 } else { 128 };
+        if self.prefix == one {
+            write!(f, "{}", self.addr)
+        } else {
+            write!(f, "{}/{}", self.addr, self.prefix)
+        }
+    }
+}
+
+/// Read from and written as its text, so the configuration holds blocks,
+/// not strings to parse again.
+impl Serialize for Cidr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cidr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Cidr;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an address or CIDR block, e.g. \"10.0.0.0/8\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Cidr, E> {
+                Cidr::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Visitor)
     }
 }
 
@@ -358,5 +404,24 @@ mod tests {
         assert!(Cidr::parse("fd00::/8").unwrap().contains(ip("fd12::1")));
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         assert!(Cidr::parse("nope").is_err());
+    }
+
+    #[test]
+    fn cidr_blocks_read_back_as_written() {
+        for s in ["10.0.0.0/8", "192.168.1.1", "fd00::/8", "::1", "0.0.0.0/0"] {
+            let c: Cidr = s.parse().unwrap();
+            assert_eq!(c.to_string(), s);
+            let json = serde_json::to_value(c).unwrap();
+            assert_eq!(serde_json::from_value::<Cidr>(json).unwrap(), c);
+        }
+        assert_eq!(
+            Cidr::parse("127.0.0.1/32").unwrap().to_string(),
+            "127.0.0.1"
+        );
+        let e = serde_json::from_value::<Cidr>(serde_json::json!("nope")).unwrap_err();
+        assert!(
+            e.to_string().contains("not an address or CIDR block"),
+            "{e}"
+        );
     }
 }

@@ -278,7 +278,7 @@ async fn losing_redis_then_postgresql_under_load_is_503_and_it_recovers_by_itsel
     };
     redis.up().await;
     let config = Config {
-        redis_url: Some(format!("redis://127.0.0.1:{redis_port}")),
+        redis_url: Some(format!("redis://127.0.0.1:{redis_port}").parse().unwrap()),
         ..on_database(&pg).await
     };
     // Limited (so the limiter asks Redis), but never reached here.

@@ -1065,7 +1065,7 @@ async fn a_stranger_cannot_lock_a_user_out() {
     let Some(app) = TestApp::builder(Backend::Sqlite)
         .config(|c| {
             c.dashboard.sign_in_failures_per_minute = 3;
-            c.trusted_proxies = vec!["127.0.0.0/8".to_owned()];
+            c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
         })
         .start()
         .await
@@ -1117,7 +1117,7 @@ async fn only_the_named_forwarding_header_names_the_client() {
             .config(|c| {
                 c.dashboard.sign_in_failures_per_minute = 3;
                 c.auth_failures_per_minute = 3;
-                c.trusted_proxies = vec!["127.0.0.0/8".to_owned()];
+                c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
                 c.client_ip_header = named;
             })
             .start()
@@ -1168,7 +1168,7 @@ async fn forwarded_host_and_proto_only_from_a_trusted_proxy() {
         let Some(app) = TestApp::builder(Backend::Sqlite)
             .config(|c| {
                 if trusted {
-                    c.trusted_proxies = vec!["127.0.0.0/8".to_owned()];
+                    c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
                 }
             })
             .start()

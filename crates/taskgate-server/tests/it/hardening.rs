@@ -349,7 +349,7 @@ async fn forwarded_addresses_are_ignored_unless_the_proxy_is_trusted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_a_trusted_proxy_the_limit_is_per_client() {
     let Some(app) = TestApp::builder(Backend::Sqlite)
-        .config(|c| c.trusted_proxies = vec!["127.0.0.0/8".to_owned()])
+        .config(|c| c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()])
         .start()
         .await
     else {

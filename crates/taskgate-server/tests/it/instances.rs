@@ -174,7 +174,7 @@ async fn limits_hold_across_instances_through_redis() {
     // The tiny plan: 5 requests per rolling minute, 8 per day.
     let Some(a) = TestApp::builder(Backend::Postgres)
         .plan("tiny")
-        .config(|c| c.redis_url = Some(redis.clone()))
+        .config(|c| c.redis_url = Some(redis.parse().unwrap()))
         .start()
         .await
     else {
@@ -282,7 +282,7 @@ async fn without_redis_requests_are_refused_or_served_as_set_and_it_recovers() {
     let url = format!("redis://127.0.0.1:{port}");
     let Some(closed) = TestApp::builder(Backend::Sqlite)
         .plan("tiny")
-        .config(|c| c.redis_url = Some(url.clone()))
+        .config(|c| c.redis_url = Some(url.parse().unwrap()))
         .start()
         .await
     else {
@@ -290,7 +290,7 @@ async fn without_redis_requests_are_refused_or_served_as_set_and_it_recovers() {
     };
     let open = closed
         .another_instance(|c| {
-            c.redis_url = Some(url.clone());
+            c.redis_url = Some(url.parse().unwrap());
             c.redis_failure = taskgate_server::config::RedisFailure::Open;
         })
         .await;
@@ -356,7 +356,7 @@ async fn failed_authentications_count_across_instances_through_redis() {
     let url = format!("redis://127.0.0.1:{port}");
     let Some(a) = TestApp::builder(Backend::Sqlite)
         .config(|c| {
-            c.redis_url = Some(url.clone());
+            c.redis_url = Some(url.parse().unwrap());
             c.auth_failures_per_minute = 3;
         })
         .start()
@@ -410,7 +410,7 @@ async fn a_stream_on_one_instance_follows_a_task_on_another_through_redis() {
     let Some(a) = TestApp::builder(Backend::Postgres)
         .config(|c| {
             chat_api(c, &base, true);
-            c.redis_url = Some(redis.clone());
+            c.redis_url = Some(redis.parse().unwrap());
         })
         .start()
         .await
@@ -580,7 +580,7 @@ async fn limits_hold_on_a_redis_cluster() {
     // Any node will do: the others are found through MOVED.
     let url = format!("redis://127.0.0.1:{}", cluster.ports[0]);
     let Some(app) = TestApp::builder(Backend::Sqlite)
-        .config(|c| c.redis_url = Some(url.clone()))
+        .config(|c| c.redis_url = Some(url.parse().unwrap()))
         .start()
         .await
     else {

@@ -27,7 +27,7 @@ fn embed_api(config: &mut taskgate_server::Config) {
             kind: Some("embedding".to_owned()),
             provider: Some("fake".to_owned()),
             model: Some("text-embedding-3-small".to_owned()),
-            input_price_per_1k_tokens_usd: Some("0.00002".to_owned()),
+            input_price_per_1k_tokens_usd: Some("0.00002".parse().unwrap()),
             ..ApiOverride::default()
         },
     );

@@ -302,8 +302,8 @@ fn api(provider: &str, job: bool) -> ApiOverride {
         kind: Some("chat".to_owned()),
         provider: Some(provider.to_owned()),
         model: Some("model-1".to_owned()),
-        input_price_per_1k_tokens_usd: Some("0.01".to_owned()),
-        output_price_per_1k_tokens_usd: Some("0.01".to_owned()),
+        input_price_per_1k_tokens_usd: Some("0.01".parse().unwrap()),
+        output_price_per_1k_tokens_usd: Some("0.01".parse().unwrap()),
         http,
         ..ApiOverride::default()
     }

@@ -182,8 +182,8 @@ pub(crate) fn chat_api(config: &mut Config, base: &str, stream: bool) {
             kind: Some("chat".to_owned()),
             provider: Some("fake".to_owned()),
             model: Some("gpt-4o-mini".to_owned()),
-            input_price_per_1k_tokens_usd: Some("0.0015".to_owned()),
-            output_price_per_1k_tokens_usd: Some("0.002".to_owned()),
+            input_price_per_1k_tokens_usd: Some("0.0015".parse().unwrap()),
+            output_price_per_1k_tokens_usd: Some("0.002".parse().unwrap()),
             ..ApiOverride::default()
         },
     );
@@ -597,7 +597,7 @@ async fn user_urls_to_private_addresses_are_refused(backend: Backend) {
                     kind: Some("transcription".to_owned()),
                     provider: Some("fake".to_owned()),
                     model: Some("whisper-1".to_owned()),
-                    price_per_call_usd: Some("0.006".to_owned()),
+                    price_per_call_usd: Some("0.006".parse().unwrap()),
                     ..ApiOverride::default()
                 },
             );
@@ -679,8 +679,8 @@ async fn one_chat_interface_over_three_provider_families(backend: Backend) {
                         kind: Some("chat".to_owned()),
                         provider: Some(name.to_owned()),
                         model: Some("some-model".to_owned()),
-                        input_price_per_1k_tokens_usd: Some("0.01".to_owned()),
-                        output_price_per_1k_tokens_usd: Some("0.03".to_owned()),
+                        input_price_per_1k_tokens_usd: Some("0.01".parse().unwrap()),
+                        output_price_per_1k_tokens_usd: Some("0.03".parse().unwrap()),
                         ..ApiOverride::default()
                     },
                 );
@@ -775,7 +775,7 @@ async fn cancelling_a_job_task_cancels_the_upstream_job(backend: Backend) {
                     kind: Some("image_generation".to_owned()),
                     provider: Some("replicate".to_owned()),
                     model: Some("flux-schnell".to_owned()),
-                    price_per_call_usd: Some("0.003".to_owned()),
+                    price_per_call_usd: Some("0.003".parse().unwrap()),
                     http: Some(http),
                     ..ApiOverride::default()
                 },

@@ -75,7 +75,7 @@ impl TestApp {
     pub fn builder(backend: Backend) -> Builder {
         let mut config = Config {
             listen: "127.0.0.1:0".to_owned(),
-            log_format: "text".to_owned(),
+            log_format: taskgate_server::config::LogFormat::Text,
             // Tests stop servers with tasks still running: no long grace.
             shutdown_grace_ms: 2_000,
             ..Config::default()
