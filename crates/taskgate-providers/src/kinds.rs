@@ -158,6 +158,42 @@ impl Kind {
     }
 }
 
+/// `"poetry" is not one of chat, embedding, …`: the configuration's word
+/// for a kind it does not know.
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+            format!("{s:?} is not one of {}", names.join(", "))
+        })
+    }
+}
+
+/// Read from and written as its name (`image_generation`), so that the
+/// configuration holds a kind, not a string to parse again.
+impl serde::Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Kind;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a kind of API")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Kind, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
 fn options_schema() -> Value {
     json!({
         "type": "object",
@@ -371,7 +407,15 @@ mod tests {
                 assert!(output.is_valid(&ex.output), "{kind:?} output");
             }
             assert_eq!(Kind::parse(kind.as_str()), Some(kind));
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json, kind.as_str());
+            assert_eq!(serde_json::from_value::<Kind>(json).unwrap(), kind);
         }
+        let e = "poetry".parse::<Kind>().unwrap_err();
+        assert_eq!(
+            e,
+            "\"poetry\" is not one of chat, embedding, image_generation, transcription, classification"
+        );
     }
 
     #[test]

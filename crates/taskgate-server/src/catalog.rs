@@ -399,15 +399,9 @@ fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet
                 "config: API slug {slug:?} must be 1-64 of a-z, 0-9, - and _"
             ));
         }
-        let kind_name = o
+        let kind = o
             .kind
-            .as_deref()
             .ok_or_else(|| format!("config: catalog.apis.{slug}: kind is required"))?;
-        let kind = Kind::parse(kind_name).ok_or_else(|| {
-            format!(
-                "config: catalog.apis.{slug}.kind: {kind_name:?} is not one of chat, embedding, image_generation, transcription, classification"
-            )
-        })?;
         let model = match (&o.model, o.http.is_some()) {
             (Some(m), _) => m.clone(),
             (None, true) => slug.clone(),
@@ -592,7 +586,7 @@ mod tests {
         .unwrap();
         config.providers.insert("claude".to_owned(), toml_provider);
         let api = |kind: &str, provider: &str| ApiOverride {
-            kind: Some(kind.to_owned()),
+            kind: Some(kind.parse().unwrap()),
             provider: Some(provider.to_owned()),
             model: Some("claude-haiku-4-5".to_owned()),
             ..ApiOverride::default()
@@ -611,7 +605,6 @@ mod tests {
         for (kind, provider, needle) in [
             ("embedding", "claude", "does not serve the kind embedding"),
             ("chat", "nobody", "unknown provider"),
-            ("poetry", "claude", "is not one of"),
         ] {
             config
                 .catalog
@@ -620,6 +613,12 @@ mod tests {
             let e = Catalog::from_config(&config, &keyed).err().unwrap();
             assert!(e.contains(needle), "{e}");
         }
+        // An unknown kind is refused as the configuration is read.
+        let e = serde_json::from_value::<ApiOverride>(json!({
+            "kind": "poetry", "provider": "claude", "model": "claude-haiku-4-5"
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("is not one of"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use taskgate_core::{Mode, Nanos, PlanName, RunnerId};
+use taskgate_providers::kinds::Kind;
 use taskgate_providers::upstream::fetch::Cidr;
 use taskgate_providers::upstream::{HttpApiConfig, ProviderConfig, Secret, TargetConfig};
 
@@ -407,7 +408,7 @@ pub struct ApiOverride {
     pub timeout_ms: Option<u64>,
     /// The kind (`chat`, `embedding`, `image_generation`, `transcription`,
     /// `classification`) of a declared API.
-    pub kind: Option<String>,
+    pub kind: Option<Kind>,
     /// The provider (a `[providers.NAME]`) that serves a declared API.
     pub provider: Option<String>,
     /// The provider's model.

@@ -24,7 +24,7 @@ fn embed_api(config: &mut taskgate_server::Config) {
     config.catalog.apis.insert(
         "embed".to_owned(),
         ApiOverride {
-            kind: Some("embedding".to_owned()),
+            kind: Some("embedding".parse().unwrap()),
             provider: Some("fake".to_owned()),
             model: Some("text-embedding-3-small".to_owned()),
             input_price_per_1k_tokens_usd: Some("0.00002".parse().unwrap()),

@@ -299,7 +299,7 @@ fn api(provider: &str, job: bool) -> ApiOverride {
         serde_json::from_value::<HttpApiConfig>(http).unwrap()
     });
     ApiOverride {
-        kind: Some("chat".to_owned()),
+        kind: Some("chat".parse().unwrap()),
         provider: Some(provider.to_owned()),
         model: Some("model-1".to_owned()),
         input_price_per_1k_tokens_usd: Some("0.01".parse().unwrap()),

@@ -179,7 +179,7 @@ pub(crate) fn chat_api(config: &mut Config, base: &str, stream: bool) {
         "chat".to_owned(),
         ApiOverride {
             name: Some("Fake GPT".to_owned()),
-            kind: Some("chat".to_owned()),
+            kind: Some("chat".parse().unwrap()),
             provider: Some("fake".to_owned()),
             model: Some("gpt-4o-mini".to_owned()),
             input_price_per_1k_tokens_usd: Some("0.0015".parse().unwrap()),
@@ -594,7 +594,7 @@ async fn user_urls_to_private_addresses_are_refused(backend: Backend) {
             c.catalog.apis.insert(
                 "stt".to_owned(),
                 ApiOverride {
-                    kind: Some("transcription".to_owned()),
+                    kind: Some("transcription".parse().unwrap()),
                     provider: Some("fake".to_owned()),
                     model: Some("whisper-1".to_owned()),
                     price_per_call_usd: Some("0.006".parse().unwrap()),
@@ -676,7 +676,7 @@ async fn one_chat_interface_over_three_provider_families(backend: Backend) {
                 c.catalog.apis.insert(
                     format!("chat-{name}"),
                     ApiOverride {
-                        kind: Some("chat".to_owned()),
+                        kind: Some("chat".parse().unwrap()),
                         provider: Some(name.to_owned()),
                         model: Some("some-model".to_owned()),
                         input_price_per_1k_tokens_usd: Some("0.01".parse().unwrap()),
@@ -772,7 +772,7 @@ async fn cancelling_a_job_task_cancels_the_upstream_job(backend: Backend) {
             c.catalog.apis.insert(
                 "flux".to_owned(),
                 ApiOverride {
-                    kind: Some("image_generation".to_owned()),
+                    kind: Some("image_generation".parse().unwrap()),
                     provider: Some("replicate".to_owned()),
                     model: Some("flux-schnell".to_owned()),
                     price_per_call_usd: Some("0.003".parse().unwrap()),
