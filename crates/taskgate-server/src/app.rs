@@ -129,7 +129,7 @@ pub async fn start_with(
         .unwrap_or_else(|| default_instance_id(addr));
     let redis = match &config.redis_url {
         Some(url) => Some(Arc::new(
-            redis::Redis::new(url.as_str()).map_err(anyhow::Error::msg)?,
+            redis::Redis::new(url).map_err(anyhow::Error::msg)?,
         )),
         None => None,
     };

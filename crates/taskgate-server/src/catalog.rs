@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use taskgate_core::ApiSlug;
 use taskgate_core::money::{Micros, Nanos, format_decimal, nanos_to_micros};
 use taskgate_providers::builtin::Builtin;
@@ -120,46 +121,10 @@ impl ApiEntry {
         };
         Micros(i64::try_from(nanos.div_ceil(1000)).unwrap_or(i64::MAX))
     }
-
-    /// `{slug, object, name, description, kind, provider, status, modes, pricing}`
-    pub fn summary(&self) -> Value {
-        json!({
-            "slug": self.spec.slug,
-            "object": "api",
-            "name": self.spec.name,
-            "description": self.spec.description,
-            "kind": self.spec.kind,
-            "provider": self.spec.provider,
-            "status": self.provider.status(&self.spec.slug).as_str(),
-            "modes": ["sync", "async"],
-            "pricing": pricing_json(self.spec.pricing),
-        })
-    }
-
-    /// The summary plus schemas, examples and limits.
-    pub fn details(&self) -> Value {
-        let mut v = self.summary();
-        if let Value::Object(m) = &mut v {
-            m.insert("input_schema".into(), self.spec.input_schema.clone());
-            m.insert("output_schema".into(), self.spec.output_schema.clone());
-            m.insert(
-                "examples".into(),
-                serde_json::to_value(&self.spec.examples).unwrap_or_else(|_| json!([])),
-            );
-            m.insert(
-                "limits".into(),
-                json!({
-                    "timeout_ms": self.spec.timeout_ms,
-                    "max_input_bytes": self.spec.max_input_bytes,
-                }),
-            );
-        }
-        v
-    }
 }
 
 /// Prices show at least four decimals and as many more as they need.
-fn price_string(nanos: i64) -> String {
+pub fn price_string(nanos: i64) -> String {
     let mut s = format_decimal(nanos, 9);
     while s.len() > s.find('.').unwrap_or(0) + 5 && s.ends_with('0') {
         s.pop();
@@ -167,20 +132,121 @@ fn price_string(nanos: i64) -> String {
     s
 }
 
-fn pricing_json(p: Pricing) -> Value {
-    match p {
-        Pricing::PerCall { price_nanos } => json!({
-            "unit": "call",
-            "price_usd": price_string(price_nanos),
-        }),
-        Pricing::PerKiloTokens {
-            input_nanos,
-            output_nanos,
-        } => json!({
-            "unit": "1k_tokens",
-            "input_price_usd": price_string(input_nanos),
-            "output_price_usd": price_string(output_nanos),
-        }),
+/// An API of the catalog as GET /apis lists it. The fields are in
+/// alphabetical order, the order JSON objects are written in here (so the
+/// catalog reads as it always has).
+#[derive(Serialize)]
+pub struct ApiView<'a> {
+    pub description: &'a str,
+    pub kind: &'a str,
+    pub modes: [&'static str; 2],
+    pub name: &'a str,
+    pub object: &'static str,
+    pub pricing: PricingView,
+    pub provider: &'a str,
+    pub slug: &'a str,
+    pub status: &'static str,
+}
+
+impl<'a> ApiView<'a> {
+    pub fn new(e: &'a ApiEntry) -> Self {
+        ApiView {
+            description: &e.spec.description,
+            kind: &e.spec.kind,
+            modes: ["sync", "async"],
+            name: &e.spec.name,
+            object: "api",
+            pricing: PricingView::new(e.spec.pricing),
+            provider: &e.spec.provider,
+            slug: &e.spec.slug,
+            status: e.provider.status(&e.spec.slug).as_str(),
+        }
+    }
+}
+
+/// An API's price, as its unit has it.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum PricingView {
+    PerCall {
+        price_usd: String,
+        unit: &'static str,
+    },
+    PerKiloTokens {
+        input_price_usd: String,
+        output_price_usd: String,
+        unit: &'static str,
+    },
+}
+
+impl PricingView {
+    pub fn new(p: Pricing) -> Self {
+        match p {
+            Pricing::PerCall { price_nanos } => PricingView::PerCall {
+                price_usd: price_string(price_nanos),
+                unit: "call",
+            },
+            Pricing::PerKiloTokens {
+                input_nanos,
+                output_nanos,
+            } => PricingView::PerKiloTokens {
+                input_price_usd: price_string(input_nanos),
+                output_price_usd: price_string(output_nanos),
+                unit: "1k_tokens",
+            },
+        }
+    }
+}
+
+/// An API as GET /apis/{slug} shows it: what the list shows, with its
+/// schemas, examples and limits (fields in alphabetical order, as above).
+#[derive(Serialize)]
+pub struct ApiDetailsView<'a> {
+    pub description: &'a str,
+    pub examples: Value,
+    pub input_schema: &'a Value,
+    pub kind: &'a str,
+    pub limits: ApiLimitsView,
+    pub modes: [&'static str; 2],
+    pub name: &'a str,
+    pub object: &'static str,
+    pub output_schema: &'a Value,
+    pub pricing: PricingView,
+    pub provider: &'a str,
+    pub slug: &'a str,
+    pub status: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct ApiLimitsView {
+    pub max_input_bytes: u64,
+    pub timeout_ms: u64,
+}
+
+impl<'a> ApiDetailsView<'a> {
+    pub fn new(e: &'a ApiEntry) -> Self {
+        let s = ApiView::new(e);
+        ApiDetailsView {
+            description: s.description,
+            // As a JSON value: its objects are then written in the same
+            // (alphabetical) order as everything else here.
+            examples: serde_json::to_value(&e.spec.examples)
+                .unwrap_or_else(|_| Value::Array(Vec::new())),
+            input_schema: &e.spec.input_schema,
+            kind: s.kind,
+            limits: ApiLimitsView {
+                max_input_bytes: e.spec.max_input_bytes,
+                timeout_ms: e.spec.timeout_ms,
+            },
+            modes: s.modes,
+            name: s.name,
+            object: s.object,
+            output_schema: &e.spec.output_schema,
+            pricing: s.pricing,
+            provider: s.provider,
+            slug: s.slug,
+            status: s.status,
+        }
     }
 }
 
@@ -489,6 +555,8 @@ fn build_upstream(config: &Config, env: &EnvLookup) -> Result<(Upstream, HashSet
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn env(vars: &'static [(&'static str, &'static str)]) -> EnvLookup {

@@ -20,7 +20,7 @@ use taskgate_core::{IdempotencyKey, Mode, SandboxOutcome};
 
 use taskgate_store::KeyRecord;
 
-use crate::catalog::{ApiEntry, Catalog};
+use crate::catalog::{ApiEntry, ApiView, Catalog};
 use crate::query::cursor;
 use taskgate_core::task::{
     METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS, SANDBOX_MAX_DELAY_MS,
@@ -431,7 +431,12 @@ pub fn document(catalog: &Catalog, audience: Audience<'_>) -> Vec<u8> {
     }
     doc["paths"]["/api/v1/tasks/{id}/stream"]["get"]["responses"]["200"]["content"] =
         json!({ "text/event-stream": { "schema": stream_event_schema() } });
-    doc["x-taskgate-apis"] = Value::Array(entries.iter().map(|e| e.summary()).collect());
+    doc["x-taskgate-apis"] = Value::Array(
+        entries
+            .iter()
+            .filter_map(|e| serde_json::to_value(ApiView::new(e)).ok())
+            .collect(),
+    );
     exact(&mut doc);
     serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec())
 }

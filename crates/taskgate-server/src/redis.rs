@@ -20,6 +20,8 @@ use redis::{
 };
 use tokio::sync::OnceCell;
 
+use crate::config::RedisUrl;
+
 /// A Lua script and its SHA-1, as `EVALSHA` names it.
 pub use redis::Script;
 
@@ -58,12 +60,12 @@ enum Link {
 }
 
 impl Redis {
-    /// A client for `url` (checked now; connections are made when needed).
-    pub fn new(url: &str) -> Result<Self, String> {
-        if !url.starts_with("redis://") {
-            return Err("redis_url must start with redis://".to_owned());
-        }
+    /// A client for `url`, read with the configuration (connections are
+    /// made when needed).
+    pub fn new(url: &RedisUrl) -> Result<Self, String> {
         let info = url
+            .url()
+            .clone()
             .into_connection_info()
             .map_err(|e| format!("redis_url: {e}"))?;
         let address = info.addr().to_string();
@@ -253,34 +255,46 @@ impl Subscription {
 mod tests {
     use super::*;
 
+    fn new(url: &str) -> Redis {
+        Redis::new(&url.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_url_the_configuration_reads_makes_a_client() {
+        for s in [
+            "redis://:p@ss@cache:6379/1",
+            "redis://User:pw@Cache.Internal",
+            "redis://h:6379/?protocol=resp3",
+        ] {
+            let url: RedisUrl = s.parse().unwrap();
+            Redis::new(&url).unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+    }
+
     #[test]
     fn urls() {
-        let r = Redis::new("redis://127.0.0.1:6380/2").unwrap();
+        let r = new("redis://127.0.0.1:6380/2");
         assert_eq!(r.address(), "127.0.0.1:6380");
         let info = r.client.get_connection_info().redis_settings();
         assert_eq!((info.db(), info.password()), (2, None));
 
-        let r = Redis::new("redis://:s3cret@cache.internal").unwrap();
+        let r = new("redis://:s3cret@cache.internal");
         assert_eq!(r.address(), "cache.internal:6379");
         let info = r.client.get_connection_info().redis_settings();
         assert_eq!((info.username(), info.password()), (None, Some("s3cret")));
         assert!(!r.address().contains("s3cret"));
 
         // Without a colon, what comes before `@` is the password.
-        let r = Redis::new("redis://s3cret@cache.internal").unwrap();
+        let r = new("redis://s3cret@cache.internal");
         let info = r.client.get_connection_info().redis_settings();
         assert_eq!((info.username(), info.password()), (None, Some("s3cret")));
 
-        let r = Redis::new("redis://app:pw@[::1]:7000").unwrap();
+        let r = new("redis://app:pw@[::1]:7000");
         assert_eq!(r.address(), "::1:7000");
         let info = r.client.get_connection_info().redis_settings();
         assert_eq!(
             (info.username(), info.password()),
             (Some("app"), Some("pw"))
         );
-
-        assert!(Redis::new("http://x").is_err());
-        assert!(Redis::new("rediss://x").is_err());
-        assert!(Redis::new("redis://h/x").is_err());
     }
 }

@@ -34,7 +34,7 @@ pub async fn create_account(
         .map_err(|e| anyhow!(e))?;
     let new = NewAccount {
         name: name.to_owned(),
-        plan: plan.to_owned(),
+        plan: accounts::plan_of(config, plan).map_err(account_error)?,
         monthly_spend_limit: limit,
     };
     let account = accounts::create(store, config, OPERATOR, new)

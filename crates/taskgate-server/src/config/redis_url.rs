@@ -11,8 +11,8 @@ use url::Url;
 /// reads the URL form (with the user and password percent-decoded), and
 /// takes a `Url` as it is (`IntoConnectionInfo for Url`). A value the
 /// client would refuse (another scheme, no host, a database that is not a
-/// number) is refused here, at start, naming the setting; the tests hold
-/// the two to the same answers.
+/// number) is refused here, at start, naming the setting; the client is
+/// made from the parsed URL only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisUrl(Url);
 
@@ -109,8 +109,7 @@ mod tests {
 
     #[test]
     fn its_text_reads_back_as_the_same_url() {
-        // The client parses the text it is given: it must mean this URL,
-        // and the client must take it.
+        // Written back (a configuration dump), it must mean this URL.
         for s in [
             "redis://:p@ss@cache:6379/1",
             "redis://User:pw@Cache.Internal",
@@ -118,7 +117,6 @@ mod tests {
         ] {
             let u = url(s);
             assert_eq!(&Url::parse(u.as_str()).unwrap(), u.url(), "{s}");
-            crate::redis::Redis::new(u.as_str()).unwrap_or_else(|e| panic!("{s}: {e}"));
         }
         assert_eq!(url("redis://:p@ss@cache").url().password(), Some("p%40ss"));
     }
@@ -138,10 +136,6 @@ mod tests {
                 .err()
                 .unwrap_or_else(|| panic!("{bad}"));
             assert!(e.contains("redis_url"), "{bad}: {e}");
-            assert!(
-                crate::redis::Redis::new(bad).is_err(),
-                "the client takes {bad}"
-            );
         }
     }
 

@@ -164,9 +164,13 @@ pub async fn create_account(
         Ok(limit) => limit,
         Err(e) => return again(&app, &session, e).await,
     };
+    let plan = match accounts::plan_of(&app.config, &form.plan) {
+        Ok(p) => p,
+        Err(e) => return account_again(&app, &session, e).await,
+    };
     let new = NewAccount {
         name: form.name,
-        plan: form.plan,
+        plan,
         monthly_spend_limit: limit,
     };
     let actor = Actor::User(&session.user);

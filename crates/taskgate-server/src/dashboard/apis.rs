@@ -16,6 +16,7 @@ use super::pages::{Chrome, error_page, not_found, pretty_json, redirect, render,
 use super::session::{Changes, Session, store_error};
 use super::words;
 use crate::catalog::ApiEntry;
+use crate::catalog::PricingView;
 use crate::config::PlanLimits;
 use crate::principal::Principal;
 use crate::query::{self, QueryPairs};
@@ -47,15 +48,13 @@ struct Row {
 
 /// `$0.0001 per call`, `$0.0025 / $0.0100 per 1K input / output tokens`.
 fn price_of(entry: &ApiEntry) -> String {
-    let p = entry.summary()["pricing"].clone();
-    let s = |k: &str| p[k].as_str().unwrap_or("?").to_owned();
-    match p["unit"].as_str() {
-        Some("call") => format!("${} per call", s("price_usd")),
-        _ => format!(
-            "${} / ${} per 1K input / output tokens",
-            s("input_price_usd"),
-            s("output_price_usd")
-        ),
+    match PricingView::new(entry.spec.pricing) {
+        PricingView::PerCall { price_usd, .. } => format!("${price_usd} per call"),
+        PricingView::PerKiloTokens {
+            input_price_usd,
+            output_price_usd,
+            ..
+        } => format!("${input_price_usd} / ${output_price_usd} per 1K input / output tokens"),
     }
 }
 

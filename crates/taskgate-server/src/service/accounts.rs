@@ -38,8 +38,8 @@ pub enum AccountError {
 /// An account to create.
 pub struct NewAccount {
     pub name: String,
-    /// A plan of the configuration, by name (checked here).
-    pub plan: String,
+    /// A plan of the configuration (checked here).
+    pub plan: PlanName,
     pub monthly_spend_limit: Option<Micros>,
 }
 
@@ -52,6 +52,17 @@ pub fn plan_of(config: &Config, plan: &str) -> Result<PlanName, AccountError> {
             known: config.plans.keys().cloned().collect(),
         }),
     }
+}
+
+/// `plan`, if it is a plan of the configuration.
+fn known_plan(config: &Config, plan: PlanName) -> Result<PlanName, AccountError> {
+    if config.plans.contains_key(&plan) {
+        return Ok(plan);
+    }
+    Err(AccountError::UnknownPlan {
+        plan: plan.as_str().to_owned(),
+        known: config.plans.keys().cloned().collect(),
+    })
 }
 
 pub async fn create(
@@ -70,7 +81,7 @@ pub async fn create(
     let account = Account {
         id: AccountId::new(),
         name: name.to_owned(),
-        plan: plan_of(config, &new.plan)?,
+        plan: known_plan(config, new.plan)?,
         status: AccountStatus::Active,
         monthly_spend_limit_micros: new.monthly_spend_limit.map(|m| m.0),
         max_monthly_spend_limit_micros: None,
@@ -97,7 +108,7 @@ pub async fn update(
         return Err(AccountError::Forbidden);
     }
     if let Some(plan) = &update.plan {
-        plan_of(config, plan.as_str())?;
+        known_plan(config, plan.clone())?;
     }
     if update.plan.is_none()
         && update.status.is_none()
@@ -154,7 +165,7 @@ pub async fn bootstrap(
     }
     let new = NewAccount {
         name: DEFAULT_ACCOUNT_NAME.to_owned(),
-        plan: config.default_plan.as_str().to_owned(),
+        plan: config.default_plan.clone(),
         monthly_spend_limit: None,
     };
     let account = create(store, config, Actor::Operator, new).await?;

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::auth::{ApisRead, Auth};
+use crate::catalog::{ApiDetailsView, ApiView};
 use crate::catalog::{ApiEntry, Catalog};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
@@ -15,9 +15,9 @@ use crate::query::{self, QueryPairs};
 use crate::state::AppState;
 
 #[derive(Serialize)]
-struct Page {
+struct Page<'a> {
     object: &'static str,
-    items: Vec<Value>,
+    items: Vec<ApiView<'a>>,
     has_more: bool,
     next_cursor: Option<String>,
 }
@@ -33,7 +33,7 @@ pub async fn list(
         object: "list",
         has_more: next_cursor.is_some(),
         next_cursor,
-        items: page.iter().map(|e| e.summary()).collect(),
+        items: page.iter().map(|e| ApiView::new(e)).collect(),
     })
 }
 
@@ -62,5 +62,5 @@ pub async fn details(
         .catalog
         .get(&slug)
         .ok_or_else(|| ApiError::api_not_found(&slug))?;
-    Data::ok(&entry.details())
+    Data::ok(&ApiDetailsView::new(entry))
 }

@@ -32,7 +32,7 @@ pub mod admin {
     ) -> Result<Value> {
         let new = accounts::NewAccount {
             name: name.to_owned(),
-            plan: plan.to_owned(),
+            plan: accounts::plan_of(config, plan).map_err(|e| e.to_string())?,
             monthly_spend_limit: monthly_spend_limit_usd.and_then(usd).map(Micros),
         };
         let a = accounts::create(store, config, Actor::Operator, new)
