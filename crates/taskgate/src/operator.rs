@@ -133,7 +133,11 @@ fn account_error(e: AccountError) -> anyhow::Error {
         ),
         AccountError::NotFound(id) => anyhow!("no account with id {:?}", id.to_string()),
         AccountError::Key(e) => key_error(e),
-        e @ (AccountError::Forbidden | AccountError::Store(_)) => e.into(),
+        // The operator administers: an owner's limits never apply to it.
+        e @ (AccountError::AboveCeiling { .. }
+        | AccountError::CeilingHoldsALimit { .. }
+        | AccountError::Forbidden
+        | AccountError::Store(_)) => e.into(),
     }
 }
 

@@ -65,8 +65,16 @@ async fn admin_page(
     error: Option<String>,
     created: Option<(String, String)>,
 ) -> Result<AdminPage, Response> {
-    let (accounts, users) = tokio::try_join!(app.store.list_accounts(), app.store.list_users(None))
-        .map_err(store_error)?;
+    let actor = Actor::User(&session.user);
+    let store = &*app.store;
+    let (accounts, users) = match tokio::join!(
+        accounts::list(store, actor),
+        users::list(store, actor, None)
+    ) {
+        (Ok(a), Ok(u)) => (a, u),
+        (Err(e), _) => return Err(account_again_page(e)),
+        (_, Err(e)) => return Err(user_again_page(e)),
+    };
     let name_of = |id: AccountId| {
         accounts
             .iter()
@@ -250,6 +258,21 @@ pub async fn update_account(
         // A form that changes nothing changed nothing: back to the page.
         Err(AccountError::NothingToChange) => redirect("/dashboard/admin"),
         Err(e) => account_again(&app, &session, e).await,
+    }
+}
+
+/// The page for an error met while the admin page itself was read.
+fn account_again_page(e: AccountError) -> Response {
+    match words::account_error(e) {
+        Ok(message) => error_page(StatusCode::FORBIDDEN, &message),
+        Err(e) => store_error(e),
+    }
+}
+
+fn user_again_page(e: UserError) -> Response {
+    match words::user_error(e) {
+        Ok(message) => error_page(StatusCode::FORBIDDEN, &message),
+        Err(e) => store_error(e),
     }
 }
 

@@ -17,7 +17,7 @@ use super::pages::{Chrome, not_found, redirect, render, render_with, when, when_
 use super::session::{Changes, Session, store_error};
 use super::words;
 use crate::service::Actor;
-use crate::service::keys::{self, NewKey};
+use crate::service::keys::{self, KeyError, NewKey};
 use crate::state::AppState;
 
 const PAGE: usize = 50;
@@ -310,10 +310,12 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
 /// The key `id` of the session's account; another account's is not found.
 async fn own_key(app: &AppState, session: &Session, id: &str) -> Result<KeyRecord, Response> {
     let id = KeyId::parse(id).map_err(|_| not_found())?;
-    match app.store.get_key(id).await {
-        Ok(Some(k)) if k.account_id == session.account.id => Ok(k),
-        Ok(_) => Err(not_found()),
-        Err(e) => Err(store_error(e)),
+    match keys::get(&*app.store, Actor::User(&session.user), id).await {
+        // The keys pages show the session's account only, an admin's too.
+        Ok(k) if k.account_id == session.account.id => Ok(k),
+        Ok(_) | Err(KeyError::NotFound(_)) => Err(not_found()),
+        Err(KeyError::Store(e)) => Err(store_error(e)),
+        Err(_) => Err(not_found()),
     }
 }
 

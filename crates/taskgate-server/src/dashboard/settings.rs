@@ -13,7 +13,10 @@ use taskgate_store::AccountUpdate;
 
 use super::pages::{Chrome, error_page, redirect, render, render_with, when};
 use super::session::{Changes, Session, store_error};
+use super::words;
 use crate::config::PlanLimits;
+use crate::service::Actor;
+use crate::service::accounts::{self, AccountError};
 use crate::state::AppState;
 
 #[derive(Template)]
@@ -151,32 +154,17 @@ pub async fn set_spend_limit(
             }
         }
     };
-    // Under an operator's ceiling an owner may lower the limit, never raise
-    // it past the ceiling nor remove it.
-    match (ceiling, limit) {
-        (Some(c), None) => {
-            return refuse(format!(
-                "The operator has set a ceiling of ${} per month on this account's spend \
-                 limit, so it cannot be removed. Set an amount up to ${}.",
-                Micros(c).to_usd_string(),
-                Micros(c).to_usd_string()
-            ));
-        }
-        (Some(c), Some(l)) if l > c => {
-            return refuse(format!(
-                "The spend limit can be at most ${} per month, the ceiling the operator set \
-                 for this account.",
-                Micros(c).to_usd_string()
-            ));
-        }
-        _ => {}
-    }
     let update = AccountUpdate {
         monthly_spend_limit_micros: Some(limit),
         ..AccountUpdate::default()
     };
-    match app.store.update_account(session.account.id, &update).await {
+    let actor = Actor::User(&session.user);
+    match accounts::update(&*app.store, &app.config, actor, session.account.id, update).await {
         Ok(_) => redirect("/dashboard/settings?saved=1"),
-        Err(e) => store_error(e),
+        Err(AccountError::Store(e)) => store_error(e),
+        Err(e) => match words::account_error(e) {
+            Ok(message) => refuse(message),
+            Err(e) => store_error(e),
+        },
     }
 }

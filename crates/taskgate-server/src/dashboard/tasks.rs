@@ -233,10 +233,10 @@ fn pretty(json: &str) -> String {
 /// The task `id` of the session's account (either mode); others are 404.
 async fn own_task(app: &AppState, session: &Session, id: &str) -> Result<TaskRecord, Response> {
     let id = TaskId::parse(id).map_err(|_| not_found())?;
-    match app.store.get_task_by_id(id).await {
-        Ok(Some(t)) if t.account_id == session.account.id => Ok(t),
-        Ok(_) => Err(not_found()),
-        Err(e) => Err(store_error(e)),
+    match tasks::find_in_account(app, session.account.id, id).await {
+        Ok(t) => Ok(t),
+        Err(TaskError::Store(e)) => Err(store_error(e)),
+        Err(_) => Err(not_found()),
     }
 }
 

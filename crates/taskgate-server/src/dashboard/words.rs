@@ -2,6 +2,8 @@
 //! failure is not worded here: it gets the dashboard's error page
 //! (`session::store_error`), like every other.
 
+use taskgate_core::Micros;
+
 use crate::service::accounts::{self, AccountError};
 use crate::service::calls::CallError;
 use crate::service::keys::{self, KeyError};
@@ -16,6 +18,17 @@ pub fn account_error(e: AccountError) -> Result<String, taskgate_store::StoreErr
             accounts::NAME_MAX_CHARS
         ),
         AccountError::UnknownPlan { plan, .. } => format!("There is no plan {plan:?}."),
+        AccountError::AboveCeiling { ceiling_micros } => format!(
+            "The spend limit can be at most ${} per month, the ceiling the operator set \
+             for this account.",
+            Micros(ceiling_micros).to_usd_string()
+        ),
+        AccountError::CeilingHoldsALimit { ceiling_micros } => format!(
+            "The operator has set a ceiling of ${} per month on this account's spend \
+             limit, so it cannot be removed. Set an amount up to ${}.",
+            Micros(ceiling_micros).to_usd_string(),
+            Micros(ceiling_micros).to_usd_string()
+        ),
         AccountError::NothingToChange => "Nothing was changed.".to_owned(),
         AccountError::NotFound(_) => "There is no such account.".to_owned(),
         AccountError::Forbidden => "Only admins can do this.".to_owned(),

@@ -22,6 +22,12 @@ pub enum AccountError {
         /// The plans there are, for the door to offer.
         known: Vec<PlanName>,
     },
+    /// An owner's spend limit above the ceiling the operator set.
+    #[error("the spend limit is above the account's ceiling of {ceiling_micros} micro-USD")]
+    AboveCeiling { ceiling_micros: i64 },
+    /// An owner removing the spend limit of an account with a ceiling.
+    #[error("the spend limit cannot be removed under the account's ceiling")]
+    CeilingHoldsALimit { ceiling_micros: i64 },
     #[error("the change names nothing to change")]
     NothingToChange,
     #[error("there is no account {0}")]
@@ -116,6 +122,20 @@ pub async fn update(
         && update.max_monthly_spend_limit_micros.is_none()
     {
         return Err(AccountError::NothingToChange);
+    }
+    if !actor.administers()
+        && let Some(limit) = update.monthly_spend_limit_micros
+    {
+        // Under an operator's ceiling an owner may lower the limit, never
+        // raise it past the ceiling nor remove it.
+        let account = get(store, actor, id).await?;
+        match (account.max_monthly_spend_limit_micros, limit) {
+            (Some(c), None) => return Err(AccountError::CeilingHoldsALimit { ceiling_micros: c }),
+            (Some(c), Some(l)) if l > c => {
+                return Err(AccountError::AboveCeiling { ceiling_micros: c });
+            }
+            _ => {}
+        }
     }
     store
         .update_account(id, &update)

@@ -64,6 +64,19 @@ pub async fn find(app: &AppState, holder: Holder<'_>, id: TaskId) -> Result<Task
         .ok_or(TaskError::NotFound(id))
 }
 
+/// An account's task `id`, of either mode (the dashboard shows both).
+pub async fn find_in_account(
+    app: &AppState,
+    account: AccountId,
+    id: TaskId,
+) -> Result<TaskRecord, TaskError> {
+    app.store
+        .get_task_by_id(id)
+        .await?
+        .filter(|t| t.account_id == account)
+        .ok_or(TaskError::NotFound(id))
+}
+
 /// A page of tasks, and whether more follow it. `query` asks for one more
 /// than the page holds (the doors' list filters make it so).
 pub async fn list(app: &AppState, query: &TaskQuery) -> Result<(Vec<TaskRecord>, bool), TaskError> {
