@@ -17,7 +17,7 @@ use super::session::{Changes, Session, store_error};
 use super::words;
 use crate::service::Actor;
 use crate::service::accounts::{self, AccountError, NewAccount};
-use crate::service::users::{self, NewUser, UserError, UserRef, WithPassword};
+use crate::service::users::{self, NewUser, UserRef, WithPassword};
 use crate::state::AppState;
 
 fn admins_only() -> Response {
@@ -72,8 +72,8 @@ async fn admin_page(
         users::list(store, actor, None)
     ) {
         (Ok(a), Ok(u)) => (a, u),
-        (Err(e), _) => return Err(account_again_page(e)),
-        (_, Err(e)) => return Err(user_again_page(e)),
+        (Err(e), _) => return Err(error_worded(words::account_error(e))),
+        (_, Err(e)) => return Err(error_worded(words::user_error(e))),
     };
     let name_of = |id: AccountId| {
         accounts
@@ -174,7 +174,7 @@ pub async fn create_account(
     };
     let plan = match accounts::plan_of(&app.config, &form.plan) {
         Ok(p) => p,
-        Err(e) => return account_again(&app, &session, e).await,
+        Err(e) => return again_worded(&app, &session, words::account_error(e)).await,
     };
     let new = NewAccount {
         name: form.name,
@@ -220,7 +220,7 @@ pub async fn update_account(
         "" => None,
         p => match accounts::plan_of(&app.config, p) {
             Ok(p) => Some(p),
-            Err(e) => return account_again(&app, &session, e).await,
+            Err(e) => return again_worded(&app, &session, words::account_error(e)).await,
         },
     };
     let status = match form.status.as_str() {
@@ -257,34 +257,26 @@ pub async fn update_account(
         Err(AccountError::NotFound(_)) => not_found(),
         // A form that changes nothing changed nothing: back to the page.
         Err(AccountError::NothingToChange) => redirect("/dashboard/admin"),
-        Err(e) => account_again(&app, &session, e).await,
+        Err(e) => again_worded(&app, &session, words::account_error(e)).await,
     }
 }
 
-/// The page for an error met while the admin page itself was read.
-fn account_again_page(e: AccountError) -> Response {
-    match words::account_error(e) {
+/// The admin page again with a service's error in the dashboard's words
+/// (a storage failure gets the error page).
+/// The error page for what stopped the admin page itself from being read.
+fn error_worded(worded: Result<String, taskgate_store::StoreError>) -> Response {
+    match worded {
         Ok(message) => error_page(StatusCode::FORBIDDEN, &message),
         Err(e) => store_error(e),
     }
 }
 
-fn user_again_page(e: UserError) -> Response {
-    match words::user_error(e) {
-        Ok(message) => error_page(StatusCode::FORBIDDEN, &message),
-        Err(e) => store_error(e),
-    }
-}
-
-async fn account_again(app: &AppState, session: &Session, e: AccountError) -> Response {
-    match words::account_error(e) {
-        Ok(message) => again(app, session, message).await,
-        Err(e) => store_error(e),
-    }
-}
-
-async fn user_again(app: &AppState, session: &Session, e: UserError) -> Response {
-    match words::user_error(e) {
+async fn again_worded(
+    app: &AppState,
+    session: &Session,
+    worded: Result<String, taskgate_store::StoreError>,
+) -> Response {
+    match worded {
         Ok(message) => again(app, session, message).await,
         Err(e) => store_error(e),
     }
@@ -328,7 +320,7 @@ pub async fn create_user(
     };
     match users::create(&*app.store, Actor::User(&session.user), new).await {
         Ok(made) => with_password(&app, &session, &made).await,
-        Err(e) => user_again(&app, &session, e).await,
+        Err(e) => again_worded(&app, &session, words::user_error(e)).await,
     }
 }
 
@@ -372,13 +364,13 @@ pub async fn update_user(
         "reset-password" => {
             return match users::reset_password(store, actor, &who, None).await {
                 Ok(made) => with_password(&app, &session, &made).await,
-                Err(e) => user_again(&app, &session, e).await,
+                Err(e) => again_worded(&app, &session, words::user_error(e)).await,
             };
         }
         _ => return again(&app, &session, "Unknown action.".to_owned()).await,
     };
     match users::set_status(store, actor, &who, status).await {
         Ok(_) => redirect("/dashboard/admin"),
-        Err(e) => user_again(&app, &session, e).await,
+        Err(e) => again_worded(&app, &session, words::user_error(e)).await,
     }
 }

@@ -91,9 +91,8 @@ async fn once(
             // answering: answer with that task, never make a second one.
             match app.store.get_task_by_id(task_id).await? {
                 Some(task) => {
-                    let answer = record(&task);
-                    let recorded = answer.1.clone();
-                    complete(app, principal, hold, answer).await?;
+                    let (status, recorded) = record(&task);
+                    complete(app, principal, hold, status, &recorded).await?;
                     Ok(Answer::Recovered { task, recorded })
                 }
                 None => started(app, principal, call, hold, record).await,
@@ -113,9 +112,8 @@ async fn started(
 ) -> Result<Answer, CallError> {
     match run_held(app, principal, call, Some(hold)).await {
         Ok(task) => {
-            let answer = record(&task);
-            let recorded = answer.1.clone();
-            complete(app, principal, hold, answer).await?;
+            let (status, recorded) = record(&task);
+            complete(app, principal, hold, status, &recorded).await?;
             Ok(Answer::Fresh { task, recorded })
         }
         // A refused call executed nothing: the key stays free.
@@ -133,7 +131,8 @@ async fn complete(
     app: &AppState,
     principal: &Principal,
     hold: &Hold,
-    (status, recorded): (i64, String),
+    status: i64,
+    recorded: &str,
 ) -> Result<(), CallError> {
     let held = app
         .store
@@ -143,7 +142,7 @@ async fn complete(
             &hold.key,
             hold.owner,
             status,
-            &recorded,
+            recorded,
         )
         .await?;
     if !held {
