@@ -26,6 +26,7 @@
 //! against a p50 of 0.6 ms). That thread also keeps the WAL from growing
 //! without end under steady writes (see [`checkpoint_loop`]).
 
+use std::ffi::c_int;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,6 +34,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
+use rusqlite::hooks::{CheckpointMode, Wal};
 use rusqlite::{Connection, Statement, ToSql};
 use tokio::sync::oneshot;
 
@@ -132,6 +134,14 @@ const CHECKPOINT_SOON: Duration = Duration::from_millis(10);
 /// the WAL start over: 16 MB with SQLite's 4 KB pages.
 const RESTART_FRAMES: i64 = 4_096;
 
+/// The WAL's size (in pages) at which a commit itself copies the whole WAL
+/// into the database before it returns: 64 MB with 4 KB pages. The checkpoint
+/// thread keeps the WAL far below it; this is the ceiling when that thread
+/// falls behind (its passive checkpoint, copying and syncing the WAL while
+/// the writes go on, can take longer than the writes take to fill as much
+/// again, on a disk shared with other work).
+const CEILING_FRAMES: i32 = 4 * RESTART_FRAMES as i32;
+
 impl Writer {
     /// `held`'s tasks are written by the checkpoint thread once held for
     /// [`HOLD_AT_MOST`], and all of them when the writer is dropped.
@@ -142,6 +152,7 @@ impl Writer {
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
              PRAGMA wal_autocheckpoint = 0;",
         )?;
+        conn.wal_hook(Some(hold_to_ceiling));
         let checkpointer = Connection::open(path)?;
         checkpointer.busy_timeout(BUSY_TIMEOUT)?;
         let shared = Arc::new(Shared {
@@ -326,6 +337,21 @@ fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
     if let Err(e) = written {
         tracing::warn!(error = %e, "cannot write the tasks of running sync calls; trying again");
     }
+}
+
+/// Run after each commit of the writer's connection, which is held meanwhile
+/// (no other write can begin): once the WAL has [`CEILING_FRAMES`], a full
+/// checkpoint (waiting, within the busy timeout, for the checkpoint thread's
+/// and readers' locks) copies all of it, so the next write starts it over.
+/// The commit has happened whatever this returns: a failure is logged, never
+/// passed on as the commit's.
+fn hold_to_ceiling(wal: &Wal, frames: c_int) -> rusqlite::Result<()> {
+    if frames >= CEILING_FRAMES
+        && let Err(e) = wal.checkpoint_v2(CheckpointMode::FULL)
+    {
+        tracing::warn!(error = %e, frames, "the WAL is past its ceiling and cannot be copied yet");
+    }
+    Ok(())
 }
 
 /// A passive checkpoint; the frames the WAL held when it began, or `None`
