@@ -25,6 +25,7 @@ pub mod keys;
 pub mod sessions;
 pub mod stream;
 pub mod tasks;
+pub mod usage;
 pub mod users;
 
 #[cfg(test)]
