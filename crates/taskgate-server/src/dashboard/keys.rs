@@ -101,31 +101,34 @@ pub async fn list(
     Query(q): Query<ModeQuery>,
 ) -> Response {
     let mode = mode_of(q.test());
-    let now = Timestamp::now();
     let after = q.after.as_deref().and_then(|a| KeyId::parse(a).ok());
-    let store = &app.store;
-    let (mut page, (all, active)) = match tokio::try_join!(
-        store.list_keys_page(session.account.id, mode, after, PAGE as i64 + 1),
-        store.count_keys(session.account.id, mode, now),
-    ) {
-        Ok(v) => v,
-        Err(e) => return store_error(e),
+    let actor = Actor::User(&session.user);
+    let page = match keys::page(&*app.store, actor, session.account.id, mode, after, PAGE).await {
+        Ok(p) => p,
+        Err(KeyError::Store(e)) => return store_error(e),
+        // The session's own account: there is no other refusal.
+        Err(_) => return not_found(),
     };
-    let next_page = (page.len() > PAGE).then(|| {
-        page.truncate(PAGE);
-        let last = page.last().map(|k| k.id.to_string()).unwrap_or_default();
+    let next_page = page.more.then(|| {
+        let last = page
+            .keys
+            .last()
+            .map(|k| k.id.to_string())
+            .unwrap_or_default();
         let mode = if q.test() { "mode=test&" } else { "" };
         format!("/dashboard/keys?{mode}after={last}")
     });
+    let all = page.total;
     render(&KeysPage {
         chrome: session.chrome("/dashboard/keys", q.test()),
         may_manage: session.user.role.manages_account(),
         summary: format!(
-            "{all} {} {}, {active} active.",
+            "{all} {} {}, {} active.",
             mode.as_str(),
-            if all == 1 { "key" } else { "keys" }
+            if all == 1 { "key" } else { "keys" },
+            page.active
         ),
-        rows: page.iter().map(|k| Row::new(k, now)).collect(),
+        rows: page.keys.iter().map(|k| Row::new(k, page.now)).collect(),
         next_page,
     })
 }

@@ -1,7 +1,7 @@
-//! A signed-in user's own password: changed with the current one, which is
-//! checked like a sign-in (counted against the address's failures before it
-//! is checked, on the password pool). A new password ends every session of
-//! the user; the browser that changed it gets a new one and stays signed in.
+//! A signed-in user's own password: changed with the current one, which the
+//! sessions service checks like a sign-in. A new password ends every
+//! session of the user; the browser that changed it gets a new one and stays
+//! signed in.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,12 +11,14 @@ use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
-use taskgate_core::user::{PASSWORD_MIN_CHARS, password_problem};
+use taskgate_core::user::PASSWORD_MIN_CHARS;
 
 use super::pages::{Chrome, redirect, render, render_with};
 use super::session::{self, Changes, Session, store_error};
-use super::sign_in::too_many;
-use crate::password;
+use super::sign_in::{refusal, too_many};
+use super::words;
+use crate::service::Actor;
+use crate::service::sessions::{self, PasswordChange, SessionError};
 use crate::state::AppState;
 
 #[derive(Template)]
@@ -73,55 +75,28 @@ pub async fn change(
             "The new password and its repetition differ.".to_owned(),
         );
     }
-    if let Some(problem) = password_problem(&form.new) {
-        return refuse(StatusCode::BAD_REQUEST, problem);
-    }
-    // The current password is guessed at like a sign-in: the same limit.
-    let ip = app.trusted_proxies.client(peer.ip(), &headers);
-    let failures = &app.sign_in_failures.failures_by_addr;
-    let reservation = match failures.reserve(ip) {
-        Ok(r) => r,
-        Err(secs) => {
-            return too_many(
-                refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    format!("Too many wrong passwords. Try again in {secs} seconds."),
-                ),
-                secs,
-            );
+    let change = PasswordChange {
+        current: form.current,
+        new: form.new,
+        from: app.trusted_proxies.client(peer.ip(), &headers),
+    };
+    let token = match sessions::change_password(&app, Actor::User(&session.user), change).await {
+        Ok(token) => token,
+        // The user is gone: the session with them.
+        Err(SessionError::UserNotFound | SessionError::Forbidden) => return session::forbidden(),
+        Err(e) => {
+            let (status, retry_after) = refusal(&e, StatusCode::BAD_REQUEST);
+            let page = match words::password_change_error(e) {
+                Ok(message) => refuse(status, message),
+                Err(e) => return store_error(e),
+            };
+            return match retry_after {
+                Some(secs) => too_many(page, secs),
+                None => page,
+            };
         }
     };
-    let user = &session.user;
-    match password::verify_bounded(form.current.clone(), user.password_hash.clone()).await {
-        Ok(true) => failures.release(&ip, reservation),
-        Ok(false) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "The current password is wrong.".to_owned(),
-            );
-        }
-        Err(password::Busy) => {
-            failures.release(&ip, reservation);
-            return too_many(
-                refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "Too many password checks at once. Try again in a moment.".to_owned(),
-                ),
-                1,
-            );
-        }
-    }
-    let hash = password::hash_off_thread(form.new.clone()).await;
-    // Ends every session of the user, this one too, in one transaction.
-    match app.store.set_password(user.id, &hash).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return session::forbidden(),
-        Err(e) => return store_error(e),
-    }
-    let cookie = match session::start(&app, Some(peer.ip()), &headers, user).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let cookie = session::set_cookie(&app, Some(peer.ip()), &headers, Some(&token));
     let mut r = redirect("/dashboard/password?saved=1");
     r.headers_mut().insert(header::SET_COOKIE, cookie);
     r

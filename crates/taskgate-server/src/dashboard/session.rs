@@ -4,10 +4,8 @@
 //! matches the session's, and its `Origin`, when sent, is this site), so
 //! neither check can be forgotten.
 //!
-//! The cookie holds a random 256-bit token; the store keeps only its SHA-256,
-//! so a copy of the sessions table opens no session. A session ends at sign-out
-//! (deleted on the server), after `dashboard.session_idle_minutes` unused, or
-//! `dashboard.session_max_hours` after sign-in.
+//! The cookie holds the session's token; what a session is, and when it
+//! ends, is the sessions service's (`service::sessions`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -17,19 +15,19 @@ use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, OriginalUri, Req
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rand::RngCore;
 use serde::de::DeserializeOwned;
 use subtle::ConstantTimeEq;
-use taskgate_core::UserStatus;
-use taskgate_store::{Account, SessionRecord, UserRecord};
+use taskgate_store::{Account, UserRecord};
 
-use super::pages;
+use super::{pages, words};
+use crate::service::sessions::{self, SessionError, SessionToken, SignedIn};
 use crate::state::AppState;
 
-pub const COOKIE: &str = "taskgate_session";
+/// What the store keeps of a cookie's token (the black-box tests find a
+/// browser's session by it).
+pub use crate::service::sessions::token_hash;
 
-/// A session's last-seen time is written at most this often.
-const TOUCH_EVERY_MS: i64 = 60_000;
+pub const COOKIE: &str = "taskgate_session";
 
 /// A signed-in, active user (of an account in any standing: a suspended
 /// account's users may still look), with their session's CSRF token.
@@ -40,7 +38,16 @@ pub struct Session {
     pub csrf: String,
 }
 
-/// 32 random bytes as 64 hex digits.
+impl From<SignedIn> for Session {
+    fn from(s: SignedIn) -> Self {
+        Session {
+            user: s.user,
+            account: s.account,
+            csrf: s.csrf,
+        }
+    }
+}
+
 impl Session {
     /// The frame of a page this session sees: `current` is the section's
     /// path, `test_mode` whether test data is shown.
@@ -57,23 +64,8 @@ impl Session {
     }
 }
 
-pub fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    hex(&bytes)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The store keeps this of a session token (SHA-256, hex), as of an API key.
-pub fn token_hash(token: &str) -> String {
-    taskgate_core::key::hash_key(token)
-}
-
 /// The session token of the request's cookie, if it has one.
-pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
+pub fn cookie_token(headers: &HeaderMap) -> Option<SessionToken> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -81,8 +73,7 @@ pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_owned())
-        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|(_, value)| SessionToken::parse(value))
 }
 
 /// The peer of a request, when the server recorded it.
@@ -103,7 +94,7 @@ pub fn set_cookie(
     app: &AppState,
     peer: Option<IpAddr>,
     headers: &HeaderMap,
-    token: Option<&str>,
+    token: Option<&SessionToken>,
 ) -> HeaderValue {
     let secure = if secure(app, peer, headers) {
         "; Secure"
@@ -112,37 +103,13 @@ pub fn set_cookie(
     };
     let value = match token {
         Some(t) => format!(
-            "{COOKIE}={t}; Path=/dashboard; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+            "{COOKIE}={}; Path=/dashboard; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+            t.as_str(),
             app.config.dashboard.session_max_hours * 3600
         ),
         None => format!("{COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
     };
     HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-/// Starts a session for `user`: a new token (never one the browser sent)
-/// and a new CSRF token. The cookie to set.
-pub async fn start(
-    app: &AppState,
-    peer: Option<IpAddr>,
-    headers: &HeaderMap,
-    user: &UserRecord,
-) -> Result<HeaderValue, Response> {
-    let token = random_token();
-    let now = app.clock.now();
-    let session = SessionRecord {
-        token_hash: token_hash(&token),
-        user_id: user.id,
-        csrf_token: random_token(),
-        created_at: now,
-        last_seen_at: now,
-        expires_at: now.plus_ms(app.config.dashboard.session_max_hours as i64 * 3_600_000),
-    };
-    app.store
-        .create_session(&session)
-        .await
-        .map_err(store_error)?;
-    Ok(set_cookie(app, peer, headers, Some(&token)))
 }
 
 pub fn store_error(e: taskgate_store::StoreError) -> Response {
@@ -163,43 +130,23 @@ fn to_sign_in(path: &str) -> Response {
     pages::redirect(&format!("/dashboard/sign-in{next}"))
 }
 
-/// The session of the request: its user active, its lifetimes not passed.
+/// The session of the request's cookie, if it opens one.
 pub async fn current(app: &AppState, headers: &HeaderMap) -> Result<Option<Session>, Response> {
     let Some(token) = cookie_token(headers) else {
         return Ok(None);
     };
-    let hash = token_hash(&token);
-    let Some((session, user)) = app.store.find_session(&hash).await.map_err(store_error)? else {
-        return Ok(None);
-    };
-    let now = app.clock.now();
-    let idle_ms = app.config.dashboard.session_idle_minutes as i64 * 60_000;
-    if session.expires_at <= now
-        || session.last_seen_at.plus_ms(idle_ms) <= now
-        || user.status != UserStatus::Active
-    {
-        app.store.delete_session(&hash).await.map_err(store_error)?;
-        return Ok(None);
+    match sessions::find(app, &token).await {
+        Ok(found) => Ok(found.map(Session::from)),
+        Err(e) => Err(failed(e)),
     }
-    if session.last_seen_at.plus_ms(TOUCH_EVERY_MS) <= now {
-        app.store
-            .touch_session(&hash, now)
-            .await
-            .map_err(store_error)?;
+}
+
+/// The error page of a session's lookup or end (only the store fails them).
+pub fn failed(e: SessionError) -> Response {
+    match words::sign_in_error(e) {
+        Ok(message) => pages::error_page(StatusCode::BAD_REQUEST, &message),
+        Err(e) => store_error(e),
     }
-    let Some(account) = app
-        .store
-        .get_account(user.account_id)
-        .await
-        .map_err(store_error)?
-    else {
-        return Ok(None);
-    };
-    Ok(Some(Session {
-        user,
-        account,
-        csrf: session.csrf_token,
-    }))
 }
 
 impl FromRequestParts<Arc<AppState>> for Session {

@@ -1,16 +1,6 @@
-//! Signing in and out. Failed sign-ins are limited per address and per email
-//! (`dashboard.sign_in_failures_per_minute`); a wrong email and a wrong
-//! password get the same answer in the same time.
-//!
-//! An attempt is counted against its address *before* the password is
-//! checked (a slot reserved, given back when it succeeds), so attempts sent
-//! at once cannot all pass the check before any is recorded. The check runs
-//! on the password pool, which refuses at once when it is full.
-//!
-//! An email with a minute's worth of failures is closed only to the
-//! addresses that failed for it themselves: a stranger who knows a user's
-//! email (the fixed `admin@taskgate.local`, say) cannot lock that user out,
-//! and each new address an attacker brings gets one guess a minute.
+//! The sign-in page and sign-out: the form parsed, the sessions service
+//! asked (which holds the limits on failed sign-ins and the password pool),
+//! the cookie set or cleared.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,11 +10,12 @@ use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
-use taskgate_core::{Email, Timestamp, UserStatus};
+use taskgate_core::Email;
 
 use super::pages::{self, redirect, render, render_with};
 use super::session::{self, Changes, same_origin};
-use crate::password;
+use super::words;
+use crate::service::sessions::{self, Credentials, SessionError};
 use crate::state::AppState;
 
 #[derive(Template)]
@@ -92,6 +83,18 @@ pub(super) fn too_many(page: Response, secs: u64) -> Response {
     r
 }
 
+/// The status of a refused password check, and its `Retry-After`: 429
+/// for the limits and a full password pool, else `otherwise`.
+pub(super) fn refusal(e: &SessionError, otherwise: StatusCode) -> (StatusCode, Option<u64>) {
+    match e {
+        SessionError::TooManyFailures { retry_after_secs } => {
+            (StatusCode::TOO_MANY_REQUESTS, Some(*retry_after_secs))
+        }
+        SessionError::Busy => (StatusCode::TOO_MANY_REQUESTS, Some(1)),
+        _ => (otherwise, None),
+    }
+}
+
 pub async fn submit(
     State(app): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -105,86 +108,35 @@ pub async fn submit(
         return session::bad_form();
     };
     let next = after_sign_in(form.next.as_deref());
-    let refuse = |status: StatusCode, message: &str| {
-        render_with(
-            status,
-            &SignInPage {
-                error: Some(message),
-                email: &form.email,
-                next,
-            },
-        )
+    let credentials = Credentials {
+        email: Email::normalize(&form.email).ok(),
+        password: form.password,
+        from: app.trusted_proxies.client(peer.ip(), &headers),
     };
-    let ip = app.trusted_proxies.client(peer.ip(), &headers);
-    let email = Email::normalize(&form.email).ok();
-    let dash = &app.sign_in_failures;
-    let slow_down = |secs: u64| {
-        too_many(
-            refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!("Too many failed sign-ins. Try again in {secs} seconds."),
-            ),
-            secs,
-        )
-    };
-    if let Some(e) = &email
-        && let Some(secs) = dash.failures_by_email.blocked(e)
-        && dash.failures_by_pair.failed_lately(&(e.clone(), ip))
-    {
-        return slow_down(secs);
-    }
-    let reservation = match dash.failures_by_addr.reserve(ip) {
-        Ok(r) => r,
-        Err(secs) => return slow_down(secs),
-    };
-    let user = match &email {
-        Some(e) => match app.store.find_user_by_email(e).await {
-            Ok(u) => u,
-            Err(e) => {
-                dash.failures_by_addr.release(&ip, reservation);
-                return session::store_error(e);
-            }
-        },
-        None => None,
-    };
-    // The same work whether or not the user exists.
-    let hash = user
-        .as_ref()
-        .map(|u| u.password_hash.clone())
-        .unwrap_or_else(|| password::decoy().to_owned());
-    let Ok(matches) = password::verify_bounded(form.password.clone(), hash).await else {
-        dash.failures_by_addr.release(&ip, reservation);
-        return too_many(
-            refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Too many sign-ins at once. Try again in a moment.",
-            ),
-            1,
-        );
-    };
-    let user = match user {
-        Some(u) if matches && u.status == UserStatus::Active => u,
-        _ => {
-            // The address's reserved slot stays: it is this failure.
-            if let Some(e) = email {
-                dash.failures_by_pair.record((e.clone(), ip));
-                dash.failures_by_email.record(e);
-            }
-            return refuse(StatusCode::UNAUTHORIZED, "Email or password is wrong.");
+    let replacing = session::cookie_token(&headers);
+    let started = match sessions::sign_in(&app, credentials, replacing.as_ref()).await {
+        Ok(s) => s,
+        Err(e) => {
+            let (status, retry_after) = refusal(&e, StatusCode::UNAUTHORIZED);
+            let message = match words::sign_in_error(e) {
+                Ok(m) => m,
+                Err(e) => return session::store_error(e),
+            };
+            let page = render_with(
+                status,
+                &SignInPage {
+                    error: Some(&message),
+                    email: &form.email,
+                    next,
+                },
+            );
+            return match retry_after {
+                Some(secs) => too_many(page, secs),
+                None => page,
+            };
         }
     };
-    dash.failures_by_addr.release(&ip, reservation);
-    // A session the browser already had ends: sign-in always starts a new one.
-    if let Some(old) = session::cookie_token(&headers) {
-        let _ = app.store.delete_session(&session::token_hash(&old)).await;
-    }
-    let cookie = match session::start(&app, Some(peer.ip()), &headers, &user).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    if let Err(e) = app.store.record_sign_in(user.id, Timestamp::now()).await {
-        tracing::warn!(error = %e, "dashboard: cannot record a sign-in");
-    }
+    let cookie = session::set_cookie(&app, Some(peer.ip()), &headers, Some(&started.token));
     let mut r = redirect(next);
     r.headers_mut().insert(header::SET_COOKIE, cookie);
     r
@@ -200,9 +152,9 @@ pub async fn sign_out(
     _changes: Changes<SignOutForm>,
 ) -> Response {
     if let Some(token) = session::cookie_token(&headers)
-        && let Err(e) = app.store.delete_session(&session::token_hash(&token)).await
+        && let Err(e) = sessions::sign_out(&app, &token).await
     {
-        return session::store_error(e);
+        return session::failed(e);
     }
     let mut r = redirect("/dashboard/sign-in");
     r.headers_mut().insert(

@@ -2,10 +2,8 @@
 //! now), requests and 429s over the last hour, day or 30 days (a chart drawn
 //! here as SVG, every figure also written out), tasks by API and status,
 //! spend this month against the limit, usage per key, and task latency
-//! percentiles. Read from the request counts and the tasks table, never
-//! counted on a request's path.
+//! percentiles, as the usage service reads them.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -13,12 +11,13 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use serde::Deserialize;
-use taskgate_core::{KeyId, Micros, Mode, Timestamp};
+use taskgate_core::Mode;
 
-use super::pages::{Chrome, render, when};
+use super::pages::{Chrome, not_found, render, when};
 use super::session::{Session, store_error};
-use crate::config::PlanLimits;
 use crate::ratelimit::Window;
+use crate::service::Actor;
+use crate::service::usage::{self, Span, UsageError};
 use crate::state::AppState;
 
 #[derive(Deserialize, Default)]
@@ -99,15 +98,6 @@ struct UsagePage {
     latency: Option<String>,
 }
 
-/// The `p`-th percentile (nearest rank) of sorted `values`.
-fn percentile(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// A bar per bucket: accepted requests, and the refused ones stacked on top.
 fn chart(requests: &[i64], limited: &[i64], title: &str) -> String {
     let (w, h) = (600.0, 160.0);
@@ -166,57 +156,21 @@ pub async fn page(
         .copied()
         .find(|r| r.key == q.range)
         .unwrap_or(RANGES[1]);
-    let account = &session.account;
-    let now = Timestamp::now();
-    let last = now.unix_ms() - now.unix_ms().rem_euclid(range.bucket_ms);
-    let since = Timestamp::from_unix_ms(last - (range.buckets - 1) * range.bucket_ms);
-
-    let store = &app.store;
-    let (buckets, counts, durations, keys) = match tokio::try_join!(
-        store.request_buckets(account.id, mode, since, range.bucket_ms),
-        store.task_counts(account.id, mode, since),
-        store.task_durations(account.id, mode, since, 10_000),
-        store.list_keys(account.id),
-    ) {
-        Ok(all) => all,
-        Err(e) => return store_error(e),
+    let span = Span {
+        bucket_ms: range.bucket_ms,
+        buckets: range.buckets,
     };
+    let actor = Actor::User(&session.user);
+    let usage = match usage::read(&app, actor, session.account.id, mode, span).await {
+        Ok(u) => u,
+        Err(UsageError::Store(e)) => return store_error(e),
+        Err(UsageError::AccountNotFound(_)) => return not_found(),
+    };
+    let requests: i64 = usage.requests.iter().sum();
+    let limited: i64 = usage.limited.iter().sum();
+    let plan = usage.account.plan.as_str();
 
-    let n = range.buckets as usize;
-    let (mut req_series, mut lim_series) = (vec![0i64; n], vec![0i64; n]);
-    let mut per_key: BTreeMap<KeyId, (i64, i64, i64, i64)> = BTreeMap::new();
-    for b in &buckets {
-        let i =
-            ((b.bucket - since.unix_ms()) / range.bucket_ms).clamp(0, range.buckets - 1) as usize;
-        req_series[i] += b.requests;
-        lim_series[i] += b.limited;
-        let k = per_key.entry(b.key_id).or_default();
-        k.0 += b.requests;
-        k.1 += b.limited;
-    }
-    let mut by_api: BTreeMap<String, BTreeMap<&'static str, i64>> = BTreeMap::new();
-    for c in &counts {
-        *by_api
-            .entry(c.api.as_str().to_owned())
-            .or_default()
-            .entry(c.status.as_str())
-            .or_default() += c.tasks;
-        let k = per_key.entry(c.key_id).or_default();
-        k.2 += c.tasks;
-        k.3 += c.cost_micros;
-    }
-    let requests: i64 = req_series.iter().sum();
-    let limited: i64 = lim_series.iter().sum();
-
-    // The limits as the limiter holds them now (one account, both modes).
-    let plan_limits = PlanLimits::of(&app.config.plans, &account.plan);
-    // Without an answer from the limiter (Redis unreachable), no windows.
-    let decision = app
-        .limiter
-        .peek(account.id, plan_limits)
-        .await
-        .unwrap_or_else(|_| crate::ratelimit::Decision::unlimited());
-    let mut limits: Vec<Limit> = decision
+    let mut limits: Vec<Limit> = usage
         .windows
         .iter()
         .map(|w| {
@@ -234,65 +188,50 @@ pub async fn page(
     if limits.is_empty() {
         limits.push(Limit {
             window: "Rate limits",
-            text: format!("none on the {} plan", account.plan.as_str()),
+            text: format!("none on the {plan} plan"),
         });
     }
 
-    let spend = if test {
-        None
-    } else {
-        let month = now.month_key();
-        let (spent, reserved) = match tokio::try_join!(
-            store.month_spend(account.id, &month),
-            store.month_reserved(account.id, &month),
-        ) {
-            Ok(v) => v,
-            Err(e) => return store_error(e),
-        };
-        let mut text = format!("${} spent in {month}", Micros(spent).to_usd_string());
-        if reserved > 0 {
+    let spend = usage.spend.as_ref().map(|s| {
+        let mut text = format!("${} spent in {}", s.spent.to_usd_string(), s.month);
+        if s.reserved.0 > 0 {
             let _ = write!(
                 text,
                 " (and ${} held by running calls)",
-                Micros(reserved).to_usd_string()
+                s.reserved.to_usd_string()
             );
         }
-        match account.effective_spend_limit_micros() {
+        match s.limit {
             Some(limit) => {
-                let _ = write!(text, " of a ${} limit", Micros(limit).to_usd_string());
+                let _ = write!(text, " of a ${} limit", limit.to_usd_string());
             }
             None => text.push_str("; no spend limit"),
         }
-        Some(text)
-    };
+        text
+    });
 
-    let mut sorted = durations;
-    sorted.sort_unstable();
-    let latency = (!sorted.is_empty()).then(|| {
+    let latency = usage.latency.as_ref().map(|l| {
         format!(
             "p50 {} ms, p90 {} ms, p99 {} ms over {} finished tasks",
-            percentile(&sorted, 50.0),
-            percentile(&sorted, 90.0),
-            percentile(&sorted, 99.0),
-            sorted.len()
+            l.p50, l.p90, l.p99, l.tasks
         )
     });
 
-    let names: BTreeMap<KeyId, (&str, &str)> = keys
+    let keys = usage
+        .keys
         .iter()
-        .map(|k| (k.id, (k.name.as_str(), k.hint.as_str())))
-        .collect();
-    let keys = per_key
-        .iter()
-        .map(|(id, (r, l, t, c))| {
-            let (name, hint) = names.get(id).copied().unwrap_or(("(deleted key)", ""));
+        .map(|k| {
+            let (name, hint) = match &k.name {
+                Some((name, hint)) => (name.as_str(), hint.as_str()),
+                None => ("(deleted key)", ""),
+            };
             KeyRow {
                 name: name.to_owned(),
                 hint: hint.to_owned(),
-                requests: *r,
-                limited: *l,
-                tasks: *t,
-                cost: format!("${}", Micros(*c).to_usd_string()),
+                requests: k.requests,
+                limited: k.limited,
+                tasks: k.tasks,
+                cost: format!("${}", k.cost.to_usd_string()),
             }
         })
         .collect();
@@ -304,16 +243,18 @@ pub async fn page(
             _ => "day",
         }
     );
-    let tasks: Vec<TaskRow> = by_api
-        .into_iter()
-        .map(|(api, statuses)| TaskRow {
-            total: statuses.values().sum(),
-            counts: statuses
+    let tasks: Vec<TaskRow> = usage
+        .tasks
+        .iter()
+        .map(|t| TaskRow {
+            total: t.total(),
+            counts: t
+                .by_status
                 .iter()
-                .map(|(s, n)| format!("{n} {s}"))
+                .map(|(s, n)| format!("{n} {}", s.as_str()))
                 .collect::<Vec<_>>()
                 .join(", "),
-            api,
+            api: t.api.as_str().to_owned(),
         })
         .collect();
     render(&UsagePage {
@@ -323,13 +264,13 @@ pub async fn page(
             .map(|r| (r.key, r.label, r.key == range.key))
             .collect(),
         range_label: range.label,
-        plan: account.plan.as_str().to_owned(),
+        plan: plan.to_owned(),
         limits,
         requests,
         limited,
-        chart: chart(&req_series, &lim_series, &title),
-        chart_from: when(since),
-        chart_to: when(now),
+        chart: chart(&usage.requests, &usage.limited, &title),
+        chart_from: when(usage.since),
+        chart_to: when(usage.now),
         task_total: tasks.iter().map(|t| t.total).sum(),
         tasks,
         spend,
@@ -341,15 +282,6 @@ pub async fn page(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_by_nearest_rank() {
-        let v: Vec<i64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50.0), 50);
-        assert_eq!(percentile(&v, 99.0), 99);
-        assert_eq!(percentile(&[7], 90.0), 7);
-        assert_eq!(percentile(&[], 50.0), 0);
-    }
 
     #[test]
     fn charts_have_a_bar_per_bucket() {

@@ -7,6 +7,7 @@ use taskgate_core::Micros;
 use crate::service::accounts::{self, AccountError};
 use crate::service::calls::CallError;
 use crate::service::keys::{self, KeyError};
+use crate::service::sessions::SessionError;
 use crate::service::users::UserError;
 
 /// What the page says of `e`, or `Err` with the store's error for the
@@ -67,6 +68,43 @@ pub fn user_error(e: UserError) -> Result<String, taskgate_store::StoreError> {
         UserError::DisablingSelf => "You cannot disable yourself.".to_owned(),
         UserError::Forbidden => "Only admins can do this.".to_owned(),
         UserError::Store(e) => return Err(e),
+    })
+}
+
+/// The sign-in page's refusals (and a session's lookup or end, which only
+/// the store fails).
+pub fn sign_in_error(e: SessionError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        SessionError::TooManyFailures { retry_after_secs } => {
+            format!("Too many failed sign-ins. Try again in {retry_after_secs} seconds.")
+        }
+        SessionError::Busy => "Too many sign-ins at once. Try again in a moment.".to_owned(),
+        SessionError::Store(e) => return Err(e),
+        // What a sign-in is never refused for says no more than a wrong
+        // password.
+        SessionError::WrongCredentials
+        | SessionError::WrongCurrentPassword
+        | SessionError::WeakPassword(_)
+        | SessionError::Forbidden
+        | SessionError::UserNotFound => "Email or password is wrong.".to_owned(),
+    })
+}
+
+/// The password page's refusals.
+pub fn password_change_error(e: SessionError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        SessionError::WrongCurrentPassword | SessionError::WrongCredentials => {
+            "The current password is wrong.".to_owned()
+        }
+        SessionError::WeakPassword(problem) => problem,
+        SessionError::TooManyFailures { retry_after_secs } => {
+            format!("Too many wrong passwords. Try again in {retry_after_secs} seconds.")
+        }
+        SessionError::Busy => "Too many password checks at once. Try again in a moment.".to_owned(),
+        SessionError::Forbidden | SessionError::UserNotFound => {
+            "Only a signed-in user changes their password.".to_owned()
+        }
+        SessionError::Store(e) => return Err(e),
     })
 }
 

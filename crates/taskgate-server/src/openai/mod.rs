@@ -30,7 +30,7 @@ use crate::envelope::{Raw, framework_error};
 use crate::error::{ApiError, ErrorBody};
 use crate::executor::Told;
 use crate::principal::Principal;
-use crate::service::calls::{self, Started};
+use crate::service::calls::{self, End, Started};
 use crate::service::tasks::{self, Holder, TaskError};
 use crate::state::AppState;
 
@@ -357,35 +357,23 @@ async fn until_end(
 /// Waits for the end of a task started with a wait: at most its own timeout
 /// and a margin, since the executor ends it by then.
 async fn finished(app: &AppState, started: Started) -> Result<TaskRecord, OpenAiError> {
-    let Started { task, done } = started;
-    let id = task.id;
-    let limit = Duration::from_millis(task.timeout_ms.max(0) as u64) + Duration::from_secs(30);
-    let result = match done {
-        Some(done) => tokio::time::timeout(limit, done)
-            .await
-            .ok()
-            .and_then(Result::ok),
-        None => None,
-    };
-    app.executor.forget(id);
-    let task = match result {
-        Some(t) => t,
-        // Told of now (its id in the answer): made durable first.
-        None => app
-            .store
-            .settle_task(id)
-            .await
-            .map_err(ApiError::from)?
-            .filter(|t| t.status.is_terminal())
-            .ok_or_else(|| {
-                let mut e = OpenAiError::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "timeout",
-                    format!("Task {id} did not finish in time; read it at /api/v1/tasks/{id}."),
-                );
-                e.headers = Some(Box::new(task_header(id)));
-                e
-            })?,
+    let id = started.task.id;
+    let limit =
+        Duration::from_millis(started.task.timeout_ms.max(0) as u64) + Duration::from_secs(30);
+    let task = match calls::end_of(app, started, limit)
+        .await
+        .map_err(ApiError::from)?
+    {
+        End::Ended(task) => task,
+        End::WaitPassed(task) => task.filter(|t| t.status.is_terminal()).ok_or_else(|| {
+            let mut e = OpenAiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!("Task {id} did not finish in time; read it at /api/v1/tasks/{id}."),
+            );
+            e.headers = Some(Box::new(task_header(id)));
+            e
+        })?,
     };
     match task.status {
         TaskStatus::Succeeded => Ok(task),

@@ -2,7 +2,9 @@
 //! and an account's owners. A key's secret is returned once, at creation
 //! (or roll), and never again.
 
-use taskgate_core::{AccountId, ApiKeySecret, ApiList, KeyId, KeyType, Scope, Scopes, Timestamp};
+use taskgate_core::{
+    AccountId, ApiKeySecret, ApiList, KeyId, KeyType, Mode, Scope, Scopes, Timestamp,
+};
 use taskgate_store::prelude::*;
 use taskgate_store::{KeyRecord, KeyState, StoreError};
 
@@ -142,6 +144,51 @@ pub async fn list(
     Ok(store.list_keys(account).await?)
 }
 
+/// A page of an account's keys of one mode, with how many it has.
+pub struct KeyPage {
+    /// At most the page's length, oldest first.
+    pub keys: Vec<KeyRecord>,
+    /// More keys follow the last of the page.
+    pub more: bool,
+    /// The account's keys of the mode, and how many of them work now.
+    pub total: i64,
+    pub active: i64,
+    /// When the page was read: what "now" is for the keys' states.
+    pub now: Timestamp,
+}
+
+/// The account's keys of `mode` after `after` (by id), at most `limit` of
+/// them; the counts of all.
+pub async fn page(
+    store: &dyn Store,
+    actor: Actor<'_>,
+    account: AccountId,
+    mode: Mode,
+    after: Option<KeyId>,
+    limit: usize,
+) -> Result<KeyPage, KeyError> {
+    if !actor.sees(account) {
+        return Err(KeyError::AccountNotFound(account));
+    }
+    let now = Timestamp::now();
+    // One more than the page, to know whether another follows.
+    let (found, mut keys, (total, active)) = tokio::try_join!(
+        store.get_account(account),
+        store.list_keys_page(account, mode, after, limit as i64 + 1),
+        store.count_keys(account, mode, now),
+    )?;
+    found.ok_or(KeyError::AccountNotFound(account))?;
+    let more = keys.len() > limit;
+    keys.truncate(limit);
+    Ok(KeyPage {
+        keys,
+        more,
+        total,
+        active,
+        now,
+    })
+}
+
 /// The key `id`, if the actor sees its account.
 pub async fn get(store: &dyn Store, actor: Actor<'_>, id: KeyId) -> Result<KeyRecord, KeyError> {
     store
@@ -231,4 +278,142 @@ pub async fn try_it_key(
     // Made for the account by the dashboard itself, not by the actor (a
     // member may try APIs without managing keys).
     Ok(create(store, Actor::Operator, account, new).await?.key)
+}
+
+#[cfg(test)]
+mod tests {
+    use taskgate_core::{Email, Role};
+    use taskgate_store::UserRecord;
+
+    use super::*;
+    use crate::service::accounts::{self, NewAccount};
+    use crate::service::testing::TestState;
+    use crate::service::users::{self, NewUser};
+
+    async fn user(t: &TestState, account: AccountId, email: &str, role: Role) -> UserRecord {
+        let new = NewUser {
+            account,
+            email: Email::normalize(email).unwrap(),
+            role,
+            password: None,
+        };
+        users::create(t.store(), Actor::Operator, new)
+            .await
+            .unwrap()
+            .user
+    }
+
+    fn live(name: &str) -> NewKey {
+        NewKey {
+            key_type: KeyType::Live,
+            name: name.to_owned(),
+            scopes: None,
+            apis: None,
+            expires_in_ms: None,
+        }
+    }
+
+    /// A user lists their own account's keys and no other's (another
+    /// account looks like none at all); an admin lists any.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_user_cannot_list_another_accounts_keys() {
+        let t = TestState::start(|_| {}).await;
+        let new = NewAccount {
+            name: "other".to_owned(),
+            plan: t.app.config.default_plan.clone(),
+            monthly_spend_limit: None,
+        };
+        let other = accounts::create(t.store(), &t.app.config, Actor::Operator, new)
+            .await
+            .unwrap();
+        create(t.store(), Actor::Operator, other.id, live("theirs"))
+            .await
+            .unwrap();
+        let owner = user(&t, t.account.id, "o@example.com", Role::Owner).await;
+        let member = user(&t, t.account.id, "m@example.com", Role::Member).await;
+        let admin = user(&t, t.account.id, "a@example.com", Role::Admin).await;
+        for who in [&owner, &member] {
+            let actor = Actor::User(who);
+            let e = page(t.store(), actor, other.id, Mode::Live, None, 50).await;
+            assert!(matches!(e, Err(KeyError::AccountNotFound(id)) if id == other.id));
+            let e = list(t.store(), actor, other.id).await;
+            assert!(matches!(e, Err(KeyError::AccountNotFound(_))));
+            let mine = page(t.store(), actor, t.account.id, Mode::Live, None, 50)
+                .await
+                .unwrap();
+            assert!(mine.keys.is_empty() && !mine.more && mine.total == 0);
+        }
+        let theirs = page(
+            t.store(),
+            Actor::User(&admin),
+            other.id,
+            Mode::Live,
+            None,
+            50,
+        )
+        .await
+        .unwrap();
+        assert_eq!(theirs.keys.len(), 1);
+        assert_eq!(theirs.keys[0].name, "theirs");
+        // An account that does not exist is not found, even by an admin.
+        let e = page(
+            t.store(),
+            Actor::Operator,
+            AccountId::new(),
+            Mode::Live,
+            None,
+            50,
+        )
+        .await;
+        assert!(matches!(e, Err(KeyError::AccountNotFound(_))));
+        t.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_come_in_pages_of_one_mode_with_their_counts() {
+        let t = TestState::start(|_| {}).await;
+        let a = t.account.id;
+        let mut made = Vec::new();
+        for name in ["one", "two", "three"] {
+            made.push(
+                create(t.store(), Actor::Operator, a, live(name))
+                    .await
+                    .unwrap()
+                    .key,
+            );
+        }
+        let test_key = NewKey {
+            key_type: KeyType::Test,
+            ..live("test")
+        };
+        create(t.store(), Actor::Operator, a, test_key)
+            .await
+            .unwrap();
+        revoke(t.store(), Actor::Operator, made[0].id)
+            .await
+            .unwrap();
+
+        let first = page(t.store(), Actor::Operator, a, Mode::Live, None, 2)
+            .await
+            .unwrap();
+        assert_eq!(first.keys.len(), 2);
+        assert!(first.more);
+        assert_eq!((first.total, first.active), (3, 2));
+        let after = first.keys.last().map(|k| k.id);
+        let rest = page(t.store(), Actor::Operator, a, Mode::Live, after, 2)
+            .await
+            .unwrap();
+        assert_eq!(rest.keys.len(), 1);
+        assert!(!rest.more);
+        let mut seen: Vec<KeyId> = first.keys.iter().chain(&rest.keys).map(|k| k.id).collect();
+        let mut all: Vec<KeyId> = made.iter().map(|k| k.id).collect();
+        seen.sort();
+        all.sort();
+        assert_eq!(seen, all);
+        let test = page(t.store(), Actor::Operator, a, Mode::Test, None, 2)
+            .await
+            .unwrap();
+        assert_eq!((test.keys.len(), test.total), (1, 1));
+        t.stop().await;
+    }
 }

@@ -12,18 +12,24 @@
 //! | [`accounts`] | creating and changing accounts; the first start's account |
 //! | [`keys`] | API keys: create, list, revoke, roll |
 //! | [`users`] | dashboard users: create, list, disable, passwords |
+//! | [`sessions`] | dashboard sessions: sign in (with its limits), the session of a token, sign out, a user's own new password |
 //! | [`calls`] | a call: validation, idempotency, spend, storing and running its task, the sync wait |
 //! | [`tasks`] | a caller's tasks: find, list, cancel |
 //! | [`apis`] | the catalog as a caller sees it |
+//! | [`usage`] | an account's requests, tasks, spend and limits over a span of time |
 
 pub mod accounts;
 pub mod calls;
 
 pub mod keys;
+pub mod sessions;
 pub mod stream;
 pub mod tasks;
-
+pub mod usage;
 pub mod users;
+
+#[cfg(test)]
+mod testing;
 
 use taskgate_core::{AccountId, Role};
 use taskgate_store::UserRecord;

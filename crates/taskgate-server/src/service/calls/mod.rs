@@ -142,6 +142,34 @@ pub async fn start(
     start_held(app, principal, call, None, true, told).await
 }
 
+/// What waiting for a task's end came to.
+pub enum End {
+    /// The task's end, as the executor told it.
+    Ended(TaskRecord),
+    /// The wait passed (or there was none): the task as it stands, made
+    /// durable first since it is told of now; `None` if it was lost with a
+    /// database crash before it was durable.
+    WaitPassed(Option<TaskRecord>),
+}
+
+/// The end of a task [`start`]ed with a wait, awaited at most `limit`.
+pub async fn end_of(app: &AppState, started: Started, limit: Duration) -> Result<End, CallError> {
+    let Started { task, done } = started;
+    let id = task.id;
+    let ended = match done {
+        Some(done) => tokio::time::timeout(limit, done)
+            .await
+            .ok()
+            .and_then(Result::ok),
+        None => None,
+    };
+    app.executor.forget(id);
+    Ok(match ended {
+        Some(t) => End::Ended(t),
+        None => End::WaitPassed(app.store.settle_task(id).await?),
+    })
+}
+
 /// Reserves the call's spend, stores its task and hands it to the executor.
 /// With `wait`, the task's end can be awaited on [`Started::done`].
 async fn start_held(
