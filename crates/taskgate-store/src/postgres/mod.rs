@@ -17,7 +17,7 @@ use batch::{Batcher, Done, Work};
 
 /// Connections of the task writers' own pool (one per queue of the
 /// batcher), taken from `max_connections`: their sessions plan each statement
-/// once (`plan_cache_mode = force_generic_plan`, see `batch::Writer`), a
+/// once (`plan_cache_mode = force_generic_plan`, see `batch::writer::Writer`), a
 /// setting the other queries must not inherit.
 const BATCH_WRITERS: u32 = 2;
 
