@@ -167,7 +167,7 @@ pub async fn page(
         .find(|r| r.key == q.range)
         .unwrap_or(RANGES[1]);
     let account = &session.account;
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let last = now.unix_ms() - now.unix_ms().rem_euclid(range.bucket_ms);
     let since = Timestamp::from_unix_ms(last - (range.buckets - 1) * range.bucket_ms);
 

@@ -4,7 +4,9 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::{AuthFailures, ceil_secs, now_ms};
+use taskgate_core::{Clock, Timestamp};
+
+use super::{AuthFailures, ceil_secs};
 use crate::redis::{Redis, Script};
 
 /// The failed-authentication limit of the API: per client address in a
@@ -41,9 +43,10 @@ return 1
 "#;
 
 impl AuthLimiter {
-    pub fn new(limit: u32, redis: Option<Arc<Redis>>) -> Self {
+    /// This instance's own count on `clock`; Redis's on its own clock.
+    pub fn new(limit: u32, redis: Option<Arc<Redis>>, clock: Clock) -> Self {
         Self {
-            local: AuthFailures::new(limit),
+            local: AuthFailures::new(limit, clock),
             redis: redis.map(|r| (r, Script::new(AUTH_BLOCKED), Script::new(AUTH_RECORD))),
         }
     }
@@ -76,7 +79,12 @@ impl AuthLimiter {
         let Some((redis, _, record)) = self.redis.as_ref().filter(|_| limit > 0) else {
             return;
         };
-        let member = format!("{}-{:016x}", now_ms(), rand::random::<u64>());
+        // Unique in the address's set; its score is Redis's time, not this.
+        let member = format!(
+            "{}-{:016x}",
+            Timestamp::now().unix_ms(),
+            rand::random::<u64>()
+        );
         if let Err(e) = redis
             .eval::<()>(record, &[&Self::key(&addr)], &[&limit.to_string(), &member])
             .await

@@ -1,11 +1,13 @@
 //! Failures in a sliding minute, of whoever failed (an address, an email, a
 //! pair of both): the local count of the API's failed authentications and
-//! the dashboard's failed sign-ins.
+//! the dashboard's failed sign-ins. Read on the service's clock.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{MINUTE_MS, ceil_secs, now_ms};
 use parking_lot::Mutex;
+use taskgate_core::Clock;
+
+use super::{MINUTE_MS, ceil_secs};
 
 /// Failed authentications per client address in a sliding minute.
 ///
@@ -18,6 +20,7 @@ use parking_lot::Mutex;
 /// addresses) the oldest are forgotten early.
 pub struct AuthFailures<K = std::net::IpAddr> {
     limit: u32,
+    clock: Clock,
     log: Mutex<FailureLog<K>>,
 }
 
@@ -63,9 +66,11 @@ impl<K: std::hash::Hash + Eq + Clone> FailureLog<K> {
 }
 
 impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
-    pub fn new(limit: u32) -> Self {
+    /// At most `limit` failures in a minute on `clock` (0: no limit).
+    pub fn new(limit: u32, clock: Clock) -> Self {
         Self {
             limit,
+            clock,
             log: Mutex::new(FailureLog::default()),
         }
     }
@@ -75,7 +80,7 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
         if self.limit == 0 {
             return None; // the limit is off
         }
-        let now = now_ms();
+        let now = self.clock.now().unix_ms();
         let mut state = self.log.lock();
         state.expire(now);
         state.blocked(addr, now, self.limit)
@@ -85,7 +90,7 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
         if self.limit == 0 {
             return;
         }
-        let now = now_ms();
+        let now = self.clock.now().unix_ms();
         let mut state = self.log.lock();
         state.expire(now);
         state.push(now, addr, self.limit);
@@ -99,7 +104,7 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
         if self.limit == 0 {
             return Ok(Reservation(None));
         }
-        let now = now_ms();
+        let now = self.clock.now().unix_ms();
         let mut state = self.log.lock();
         state.expire(now);
         if let Some(secs) = state.blocked(&addr, now, self.limit) {
@@ -130,7 +135,7 @@ impl<K: std::hash::Hash + Eq + Clone> AuthFailures<K> {
         if self.limit == 0 {
             return false;
         }
-        let now = now_ms();
+        let now = self.clock.now().unix_ms();
         let mut state = self.log.lock();
         state.expire(now);
         state.by_addr.contains_key(addr)
@@ -178,11 +183,13 @@ impl<K: std::hash::Hash + Eq + Clone> FailureLog<K> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
     fn auth_failures_block_after_the_limit() {
-        let f = AuthFailures::new(3);
+        let f = AuthFailures::new(3, Clock::system());
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         for _ in 0..3 {
             assert!(f.blocked(&ip).is_none());
@@ -194,7 +201,7 @@ mod tests {
 
     #[test]
     fn reservations_count_at_once_and_a_released_one_does_not() {
-        let f = AuthFailures::new(3);
+        let f = AuthFailures::new(3, Clock::system());
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         // Three attempts in flight at once fill the limit before any ends.
         let held: Vec<_> = (0..3).map(|_| f.reserve(ip).expect("room")).collect();
@@ -211,7 +218,7 @@ mod tests {
         let other: std::net::IpAddr = "127.0.0.2".parse().unwrap();
         assert!(!f.failed_lately(&other));
         // Off: always room.
-        let off = AuthFailures::new(0);
+        let off = AuthFailures::new(0, Clock::system());
         for _ in 0..10 {
             let _ = off.reserve(ip).expect("no limit");
         }
@@ -219,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_flood_of_addresses_stays_bounded() {
-        let f = AuthFailures::new(3);
+        let f = AuthFailures::new(3, Clock::system());
         for i in 0..(MAX_TRACKED_FAILURES as u32 + 5_000) {
             f.record(std::net::IpAddr::V4(std::net::Ipv4Addr::from(i)));
         }
@@ -235,11 +242,26 @@ mod tests {
 
     #[test]
     fn a_limit_of_zero_is_off() {
-        let f = AuthFailures::new(0);
+        let f = AuthFailures::new(0, Clock::system());
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         for _ in 0..100 {
             assert!(f.blocked(&ip).is_none());
             f.record(ip);
         }
+    }
+
+    #[test]
+    fn failures_are_forgotten_a_minute_later_on_the_clock() {
+        let clock = Clock::adjustable();
+        let f = AuthFailures::new(2, clock.clone());
+        let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        f.record(ip);
+        f.record(ip);
+        assert!(f.blocked(&ip).is_some());
+        clock.advance(Duration::from_secs(59));
+        assert!(f.blocked(&ip).is_some(), "still within the minute");
+        clock.advance(Duration::from_secs(1));
+        assert!(f.blocked(&ip).is_none());
+        assert!(!f.failed_lately(&ip));
     }
 }

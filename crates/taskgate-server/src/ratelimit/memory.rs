@@ -1,11 +1,11 @@
 //! The rate limiter's windows in this process: each account's sliding
-//! minute and UTC day.
+//! minute and UTC day, on the service's clock.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
 use parking_lot::Mutex;
-use taskgate_core::AccountId;
+use taskgate_core::{AccountId, Clock};
 
 use super::{DAY_MS, Decision, MINUTE_MS, Window, WindowState, ceil_secs};
 use crate::config::PlanLimits;
@@ -20,36 +20,49 @@ struct AccountWindows {
 }
 
 pub struct MemoryLimiter {
+    clock: Clock,
     shards: Vec<Mutex<HashMap<AccountId, AccountWindows>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl Default for MemoryLimiter {
     fn default() -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: Default::default(),
-        }
+        Self::new(Clock::system())
     }
 }
 
 impl MemoryLimiter {
+    /// A limiter whose windows are read on `clock`.
+    pub fn new(clock: Clock) -> Self {
+        Self {
+            clock,
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: Default::default(),
+        }
+    }
+
     fn shard<K: Hash + ?Sized>(&self, key: &K) -> &Mutex<HashMap<AccountId, AccountWindows>> {
         &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
+    /// A decision on a request at `now` (Unix milliseconds), counted if
+    /// accepted.
     pub fn check(&self, account: AccountId, limits: PlanLimits, now: i64) -> Decision {
         self.decide(account, limits, now, true)
     }
 
-    /// A decision on a request at `now`, counted if `count` and accepted.
-    pub(super) fn decide(
+    /// A decision on a request now, on the limiter's clock.
+    pub(super) fn decide_now(
         &self,
         account: AccountId,
         limits: PlanLimits,
-        now: i64,
         count: bool,
     ) -> Decision {
+        self.decide(account, limits, self.clock.now().unix_ms(), count)
+    }
+
+    /// A decision on a request at `now`, counted if `count` and accepted.
+    fn decide(&self, account: AccountId, limits: PlanLimits, now: i64, count: bool) -> Decision {
         if limits.per_minute.is_none() && limits.per_day.is_none() {
             return Decision::unlimited();
         }
@@ -186,5 +199,21 @@ mod tests {
             0,
         );
         assert!(d.allowed && d.windows.is_empty());
+    }
+
+    #[test]
+    fn the_windows_are_read_on_the_limiters_clock() {
+        let clock = Clock::adjustable();
+        let m = MemoryLimiter::new(clock.clone());
+        let a = AccountId::new();
+        for _ in 0..3 {
+            assert!(m.decide_now(a, FREE, true).allowed);
+        }
+        assert!(!m.decide_now(a, FREE, true).allowed);
+        clock.advance(std::time::Duration::from_secs(60));
+        assert!(
+            m.decide_now(a, FREE, true).allowed,
+            "the minute has passed on the clock"
+        );
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! [`RateLimiter`] is an enum of backends; callers never ask which is active.
 //! A module each:
-//! - `memory`: the windows in this process;
+//! - `memory`: the windows in this process, on the service's clock;
 //! - `redis`: the same windows in Redis, shared by every instance, on
 //!   Redis's clock (one script run a decision);
 //! - `failures`: failures in a sliding minute (of an address, an email);
@@ -21,7 +21,7 @@ mod memory;
 mod redis;
 mod sign_in;
 
-use taskgate_core::{AccountId, Timestamp};
+use taskgate_core::{AccountId, Clock};
 
 use crate::config::PlanLimits;
 
@@ -107,8 +107,9 @@ pub enum RateLimiter {
 pub struct LimiterUnavailable;
 
 impl RateLimiter {
-    pub fn memory() -> Self {
-        RateLimiter::Memory(MemoryLimiter::default())
+    /// The limiter in this process, its windows on `clock`.
+    pub fn memory(clock: Clock) -> Self {
+        RateLimiter::Memory(MemoryLimiter::new(clock))
     }
 
     /// Decides on one request of `account` and counts it if accepted.
@@ -118,7 +119,7 @@ impl RateLimiter {
         limits: PlanLimits,
     ) -> Result<Decision, LimiterUnavailable> {
         match self {
-            RateLimiter::Memory(m) => Ok(m.decide(account, limits, now_ms(), true)),
+            RateLimiter::Memory(m) => Ok(m.decide_now(account, limits, true)),
             RateLimiter::Redis(r) => r.decide(account, limits, true).await,
         }
     }
@@ -139,7 +140,7 @@ impl RateLimiter {
         limits: PlanLimits,
     ) -> Result<Decision, LimiterUnavailable> {
         match self {
-            RateLimiter::Memory(m) => Ok(m.decide(account, limits, now_ms(), false)),
+            RateLimiter::Memory(m) => Ok(m.decide_now(account, limits, false)),
             RateLimiter::Redis(r) => r.decide(account, limits, false).await,
         }
     }
@@ -148,9 +149,4 @@ impl RateLimiter {
 /// Milliseconds as whole seconds, rounded up, at least 1.
 fn ceil_secs(ms: i64) -> u64 {
     (ms.max(0) as u64).div_ceil(1000).max(1)
-}
-
-/// The limiter's clock: Unix milliseconds.
-pub fn now_ms() -> i64 {
-    Timestamp::now().unix_ms()
 }

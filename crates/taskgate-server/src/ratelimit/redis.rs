@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use taskgate_core::AccountId;
+use taskgate_core::{AccountId, Timestamp};
 
-use super::{Decision, LimiterUnavailable, Window, WindowState, ceil_secs, now_ms};
+use super::{Decision, LimiterUnavailable, Window, WindowState, ceil_secs};
 use crate::config::PlanLimits;
 use crate::redis::{Redis, RedisError, Script};
 /// The same windows as [`MemoryLimiter`], kept in Redis so that every
@@ -84,7 +84,12 @@ impl RedisLimiter {
         let minute_key = format!("taskgate:{{{account}}}:minute");
         let day_key = format!("taskgate:{{{account}}}:day");
         let limit = |l: Option<u32>| l.map_or("-1".to_owned(), |l| l.to_string());
-        let member = format!("{}-{:016x}", now_ms(), rand::random::<u64>());
+        // Unique in the minute's set; its score is Redis's time, not this.
+        let member = format!(
+            "{}-{:016x}",
+            Timestamp::now().unix_ms(),
+            rand::random::<u64>()
+        );
         let reply: Result<Vec<i64>, RedisError> = self
             .redis
             .eval(

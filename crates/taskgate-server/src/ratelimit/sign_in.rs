@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use taskgate_core::Email;
+use taskgate_core::{Clock, Email};
 
 use super::AuthFailures;
 use crate::config::DashboardConfig;
@@ -16,12 +16,13 @@ pub struct SignInFailures {
 }
 
 impl SignInFailures {
-    pub fn new(config: &DashboardConfig) -> Self {
+    /// The limits of `config`, their minutes on `clock`.
+    pub fn new(config: &DashboardConfig, clock: &Clock) -> Self {
         let limit = config.sign_in_failures_per_minute;
         Self {
-            failures_by_addr: AuthFailures::new(limit),
-            failures_by_email: AuthFailures::new(limit),
-            failures_by_pair: AuthFailures::new(limit),
+            failures_by_addr: AuthFailures::new(limit, clock.clone()),
+            failures_by_email: AuthFailures::new(limit, clock.clone()),
+            failures_by_pair: AuthFailures::new(limit, clock.clone()),
         }
     }
 }
