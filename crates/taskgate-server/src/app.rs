@@ -133,7 +133,7 @@ pub async fn start_with(
         )),
         None => None,
     };
-    let executor = Executor::start(
+    let executor = Executor::start_with_clock(
         store.clone(),
         catalog.clone(),
         runner,
@@ -144,6 +144,7 @@ pub async fn start_with(
         config.plans.clone(),
         redis.clone(),
         Duration::from_millis(config.task_lease_ms),
+        clock.clone(),
     )
     .await?;
     executor.purge_tasks_past(executor::Retention {
