@@ -101,7 +101,7 @@ pub async fn list(
     Query(q): Query<ModeQuery>,
 ) -> Response {
     let mode = mode_of(q.test());
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let after = q.after.as_deref().and_then(|a| KeyId::parse(a).ok());
     let store = &app.store;
     let (mut page, (all, active)) = match tokio::try_join!(
