@@ -133,7 +133,7 @@ pub async fn start_with(
         )),
         None => None,
     };
-    let executor = Executor::start(
+    let executor = Executor::start_with_clock(
         store.clone(),
         catalog.clone(),
         runner,
@@ -144,6 +144,7 @@ pub async fn start_with(
         config.plans.clone(),
         redis.clone(),
         Duration::from_millis(config.task_lease_ms),
+        clock.clone(),
     )
     .await?;
     executor.purge_tasks_past(executor::Retention {
@@ -151,20 +152,24 @@ pub async fn start_with(
         test_days: config.test_task_retention_days,
     });
     let openapi = openapi::Documents::new(&catalog);
-    let sign_in_failures = ratelimit::SignInFailures::new(&config.dashboard);
+    let sign_in_failures = ratelimit::SignInFailures::new(&config.dashboard, &clock);
     let state_http = config.http;
     let catalog_largest_input = catalog.largest_input_bytes();
     let max_body_bytes = config.max_body_bytes as u64;
     let state = Arc::new(AppState {
-        clock,
+        clock: clock.clone(),
         limiter: match &redis {
-            None => RateLimiter::memory(),
+            None => RateLimiter::memory(clock.clone()),
             Some(redis) => RateLimiter::Redis(ratelimit::RedisLimiter::new(
                 redis.clone(),
                 config.redis_failure == config::RedisFailure::Open,
             )),
         },
-        auth_failures: ratelimit::AuthLimiter::new(config.auth_failures_per_minute, redis.clone()),
+        auth_failures: ratelimit::AuthLimiter::new(
+            config.auth_failures_per_minute,
+            redis.clone(),
+            clock,
+        ),
         trusted_proxies: client_addr::TrustedProxies::new(
             &config.trusted_proxies,
             config.client_ip_header,
@@ -289,7 +294,7 @@ async fn flush_once(state: &AppState) {
 const REQUEST_COUNTS_KEPT_MS: i64 = 35 * 86_400_000;
 
 async fn purge_once(state: &AppState) {
-    let now = taskgate_core::Timestamp::now();
+    let now = state.clock.now();
     if let Err(e) = state
         .store
         .purge_request_counts(now.minus_ms(REQUEST_COUNTS_KEPT_MS))

@@ -21,7 +21,7 @@ use taskgate_store::{Account, KeyRecord, KeyState};
 use crate::config::PlanLimits;
 use crate::error::ApiError;
 use crate::principal::Principal;
-use crate::ratelimit::{Decision, now_ms};
+use crate::ratelimit::Decision;
 use crate::state::AppState;
 
 /// A scope a handler requires.
@@ -80,7 +80,7 @@ pub async fn authenticate(
     request.extensions_mut().insert(principal);
     let mut response = next.run(request).await;
     if let Some(d) = decision {
-        rate_limit_headers(response.headers_mut(), &d);
+        rate_limit_headers(response.headers_mut(), &d, app.clock.now());
     }
     response
 }
@@ -109,7 +109,7 @@ async fn check(
         account.id,
         key.id,
         key.key_type.mode(),
-        now_ms(),
+        app.clock.now().unix_ms(),
         !decision.allowed,
     );
     if !decision.allowed {
@@ -131,10 +131,10 @@ async fn check(
                     "window": w.window.name(),
                     "limit": w.limit,
                     "retry_after": w.reset_secs,
-                    "retry_at": Timestamp::now().plus_ms(w.reset_secs as i64 * 1000).rfc3339(),
+                    "retry_at": app.clock.now().plus_ms(w.reset_secs as i64 * 1000).rfc3339(),
                 }]));
         }
-        rate_limit_headers(err.headers_mut(), &decision);
+        rate_limit_headers(err.headers_mut(), &decision, app.clock.now());
         return Err(err);
     }
 
@@ -240,7 +240,7 @@ async fn identify(app: &AppState, headers: &HeaderMap) -> Result<(KeyRecord, Acc
 
 /// The IETF RateLimit fields and the familiar X-RateLimit-* for the window
 /// closest to exhaustion.
-fn rate_limit_headers(headers: &mut HeaderMap, d: &Decision) {
+fn rate_limit_headers(headers: &mut HeaderMap, d: &Decision, now: Timestamp) {
     let policy = d
         .windows
         .iter()
@@ -274,7 +274,7 @@ fn rate_limit_headers(headers: &mut HeaderMap, d: &Decision) {
         set("x-ratelimit-remaining", w.remaining.to_string());
         set(
             "x-ratelimit-reset",
-            ((now_ms() / 1000) as u64 + w.reset_secs).to_string(),
+            ((now.unix_ms() / 1000) as u64 + w.reset_secs).to_string(),
         );
     }
 }

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use taskgate_core::{Mode, Timestamp};
+use taskgate_core::Mode;
 
 use super::pages::{Chrome, error_page, not_found, pretty_json, redirect, render, render_with};
 use super::session::{Changes, Session, store_error};
@@ -245,7 +245,7 @@ pub async fn try_it(
         session.account.id,
         key.id,
         Mode::Test,
-        Timestamp::now().unix_ms(),
+        app.clock.now().unix_ms(),
         !allowed,
     );
     if !allowed {

@@ -101,9 +101,20 @@ pub async fn list(
     Query(q): Query<ModeQuery>,
 ) -> Response {
     let mode = mode_of(q.test());
+    let now = app.clock.now();
     let after = q.after.as_deref().and_then(|a| KeyId::parse(a).ok());
     let actor = Actor::User(&session.user);
-    let page = match keys::page(&*app.store, actor, session.account.id, mode, after, PAGE).await {
+    let page = match keys::page(
+        &*app.store,
+        actor,
+        session.account.id,
+        mode,
+        after,
+        PAGE,
+        now,
+    )
+    .await
+    {
         Ok(p) => p,
         Err(KeyError::Store(e)) => return store_error(e),
         // The session's own account: there is no other refusal.

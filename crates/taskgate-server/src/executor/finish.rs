@@ -23,7 +23,7 @@ impl Executor {
         attempts: Vec<Attempt>,
     ) {
         let started_at = task.started_at.unwrap_or(Timestamp::UNIX_EPOCH);
-        let completed_at = Timestamp::now().max(started_at);
+        let completed_at = self.clock.now().max(started_at);
         let live = task.mode == Mode::Live;
         let entry = self.catalog.get(task.api.as_str());
         let (status, output, error, usage) = match result {

@@ -43,7 +43,7 @@ impl Executor {
                 _ = self.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let expired_before = Timestamp::now().minus_ms(IDEMPOTENCY_TTL_MS);
+            let expired_before = self.clock.now().minus_ms(IDEMPOTENCY_TTL_MS);
             if let Err(e) = self.store.idempotency_purge(expired_before).await {
                 tracing::warn!(error = %e, "cannot purge idempotency keys");
             }
@@ -67,7 +67,7 @@ impl Executor {
     }
 
     async fn purge_tasks_once(&self, retention: Retention) {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         if retention.days > 0 {
             self.purge_tasks(now, retention.days, None).await;
         }

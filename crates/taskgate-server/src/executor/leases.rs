@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use taskgate_core::{Mode, PlanName, TaskId, Timestamp};
+use taskgate_core::{Mode, PlanName, TaskId};
 
 use super::Executor;
 use super::fair::Lane;
@@ -29,7 +29,8 @@ impl Executor {
                 _ = self.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let now = Timestamp::now();
+            // Renewed and swept by the clock: a test moves it past a lease.
+            let now = self.clock.now();
             let executing: Vec<TaskId> = self.running.lock().keys().copied().collect();
             match self
                 .store

@@ -16,6 +16,11 @@
 //! `interrupted`. At start an instance also ends at once the tasks its own
 //! previous life left running.
 //!
+//! What decides an outcome by the time (a lease's lapse, a task's deadline,
+//! a sandbox's delay, a retention's cut-off, the times a task records) reads
+//! the executor's [`Clock`], which tests move; the timers that only pace a
+//! loop (renewals, polls, purges) run on the runtime's time.
+//!
 //! One `Executor`, its parts in a module each:
 //! - `dispatch`: storing a new task, the turns of `fair`, the dispatcher;
 //! - `leases`: renewing this instance's leases, sweeping those of dead
@@ -39,7 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use taskgate_core::{PlanName, RunnerId, TaskId, Timestamp};
+use taskgate_core::{Clock, PlanName, RunnerId, TaskId};
 use taskgate_store::TaskRecord;
 use taskgate_store::prelude::*;
 use tokio::sync::{Notify, oneshot};
@@ -74,6 +79,8 @@ pub enum Told {
 
 pub struct Executor {
     store: Arc<dyn Store>,
+    /// Where the time is read.
+    clock: Clock,
     catalog: Arc<Catalog>,
     runner: RunnerId,
     /// How long a claim holds without renewal: a task whose instance died
@@ -106,9 +113,32 @@ impl Executor {
         redis: Option<Arc<crate::redis::Redis>>,
         lease: Duration,
     ) -> anyhow::Result<Arc<Self>> {
-        let interrupted = store
-            .interrupt_expired(Timestamp::now(), Some(&runner))
-            .await?;
+        Self::start_with_clock(
+            store,
+            catalog,
+            runner,
+            workers,
+            plans,
+            redis,
+            lease,
+            Clock::system(),
+        )
+        .await
+    }
+
+    /// [`Executor::start`], reading the time from `clock` (tests move it).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_with_clock(
+        store: Arc<dyn Store>,
+        catalog: Arc<Catalog>,
+        runner: RunnerId,
+        workers: Workers,
+        plans: BTreeMap<PlanName, PlanLimits>,
+        redis: Option<Arc<crate::redis::Redis>>,
+        lease: Duration,
+        clock: Clock,
+    ) -> anyhow::Result<Arc<Self>> {
+        let interrupted = store.interrupt_expired(clock.now(), Some(&runner)).await?;
         if !interrupted.is_empty() {
             tracing::warn!(
                 count = interrupted.len(),
@@ -117,6 +147,7 @@ impl Executor {
         }
         let executor = Arc::new(Self {
             store,
+            clock,
             catalog,
             runner,
             lease_ms: lease.as_millis().clamp(MIN_LEASE_MS, i64::MAX as u128) as i64,
@@ -164,7 +195,7 @@ impl Executor {
         }
         match self
             .store
-            .interrupt_expired(Timestamp::now(), Some(&self.runner))
+            .interrupt_expired(self.clock.now(), Some(&self.runner))
             .await
         {
             Ok(ids) => {

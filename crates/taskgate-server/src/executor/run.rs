@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 use taskgate_core::task::error_code;
-use taskgate_core::{AttemptOutcome, Attempts, Mode, SandboxOutcome, TaskId, Timestamp};
+use taskgate_core::{AttemptOutcome, Attempts, Clock, Mode, SandboxOutcome, TaskId};
 use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock};
 use taskgate_store::{Claim, TaskRecord};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ impl Executor {
         // (holding a worker) until its result is dropped.
         let token = CancellationToken::new();
         self.running.lock().insert(id, token.clone());
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let lease_until = now.plus_ms(self.lease_ms);
         let claimed = match self.fair.cap(lane) {
             Some(cap) => self
@@ -84,9 +84,10 @@ impl Executor {
                 tokio::select! {
                     biased;
                     _ = token.cancelled() => None,
-                    r = tokio::time::timeout(deadline, execute_guarded(entry, &task, &mut ctx)) => Some(match r {
-                        Ok(r) => r.and_then(|x| check_output(entry, x)),
-                        Err(_) => {
+                    // The task's deadline is the clock's: a test moves it past.
+                    r = self.clock.timeout(deadline, execute_guarded(entry, &task, &mut ctx, &self.clock)) => Some(match r {
+                        Some(r) => r.and_then(|x| check_output(entry, x)),
+                        None => {
                             ctx.abandon(AttemptOutcome::Timeout);
                             Err(ExecError::new(
                                 error_code::TIMEOUT,
@@ -134,8 +135,9 @@ async fn execute_guarded(
     entry: &ApiEntry,
     task: &TaskRecord,
     ctx: &mut ExecContext,
+    clock: &Clock,
 ) -> Result<Execution, ExecError> {
-    match AssertUnwindSafe(execute(entry, task, ctx))
+    match AssertUnwindSafe(execute(entry, task, ctx, clock))
         .catch_unwind()
         .await
     {
@@ -150,10 +152,13 @@ async fn execute_guarded(
     }
 }
 
+/// A live task calls its provider; a test task plays the API's sandbox,
+/// its delay on `clock` (a test moves the clock past it).
 async fn execute(
     entry: &ApiEntry,
     task: &TaskRecord,
     ctx: &mut ExecContext,
+    clock: &Clock,
 ) -> Result<Execution, ExecError> {
     let input: Value = serde_json::from_str(&task.input).map_err(|_| {
         ExecError::new(
@@ -167,11 +172,11 @@ async fn execute(
     // Test mode never leaves the process: the API's sandbox behaviour, shaped
     // by the task's sandbox controls.
     let controls = task.sandbox.clone().unwrap_or_default();
-    let clock = LocalClock::start();
+    let timing = LocalClock::start();
     let chat = entry.spec.kind == "chat";
     let streamed = chat && controls.outcome == SandboxOutcome::Succeeded;
     if controls.delay_ms > 0 && !streamed {
-        tokio::time::sleep(Duration::from_millis(controls.delay_ms)).await;
+        clock.sleep(Duration::from_millis(controls.delay_ms)).await;
     }
     let result = match controls.outcome {
         SandboxOutcome::Failed => Err(ExecError::new(
@@ -195,15 +200,15 @@ async fn execute(
         let pause = Duration::from_millis(controls.delay_ms) / words.len().max(1) as u32;
         for (i, word) in words.iter().enumerate() {
             if i > 0 && streamed && !pause.is_zero() {
-                tokio::time::sleep(pause).await;
+                clock.sleep(pause).await;
             }
             ctx.delta(word);
         }
         if streamed && !pause.is_zero() {
-            tokio::time::sleep(pause).await;
+            clock.sleep(pause).await;
         }
     }
-    ctx.push(clock.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));
+    ctx.push(timing.attempt("sandbox", entry.spec.slug.clone(), result.is_ok()));
     result
 }
 

@@ -166,11 +166,11 @@ pub async fn page(
     mode: Mode,
     after: Option<KeyId>,
     limit: usize,
+    now: Timestamp,
 ) -> Result<KeyPage, KeyError> {
     if !actor.sees(account) {
         return Err(KeyError::AccountNotFound(account));
     }
-    let now = Timestamp::now();
     // One more than the page, to know whether another follows.
     let (found, mut keys, (total, active)) = tokio::try_join!(
         store.get_account(account),
@@ -334,13 +334,30 @@ mod tests {
         let admin = user(&t, t.account.id, "a@example.com", Role::Admin).await;
         for who in [&owner, &member] {
             let actor = Actor::User(who);
-            let e = page(t.store(), actor, other.id, Mode::Live, None, 50).await;
+            let e = page(
+                t.store(),
+                actor,
+                other.id,
+                Mode::Live,
+                None,
+                50,
+                Timestamp::now(),
+            )
+            .await;
             assert!(matches!(e, Err(KeyError::AccountNotFound(id)) if id == other.id));
             let e = list(t.store(), actor, other.id).await;
             assert!(matches!(e, Err(KeyError::AccountNotFound(_))));
-            let mine = page(t.store(), actor, t.account.id, Mode::Live, None, 50)
-                .await
-                .unwrap();
+            let mine = page(
+                t.store(),
+                actor,
+                t.account.id,
+                Mode::Live,
+                None,
+                50,
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
             assert!(mine.keys.is_empty() && !mine.more && mine.total == 0);
         }
         let theirs = page(
@@ -350,6 +367,7 @@ mod tests {
             Mode::Live,
             None,
             50,
+            Timestamp::now(),
         )
         .await
         .unwrap();
@@ -363,6 +381,7 @@ mod tests {
             Mode::Live,
             None,
             50,
+            Timestamp::now(),
         )
         .await;
         assert!(matches!(e, Err(KeyError::AccountNotFound(_))));
@@ -393,16 +412,32 @@ mod tests {
             .await
             .unwrap();
 
-        let first = page(t.store(), Actor::Operator, a, Mode::Live, None, 2)
-            .await
-            .unwrap();
+        let first = page(
+            t.store(),
+            Actor::Operator,
+            a,
+            Mode::Live,
+            None,
+            2,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
         assert_eq!(first.keys.len(), 2);
         assert!(first.more);
         assert_eq!((first.total, first.active), (3, 2));
         let after = first.keys.last().map(|k| k.id);
-        let rest = page(t.store(), Actor::Operator, a, Mode::Live, after, 2)
-            .await
-            .unwrap();
+        let rest = page(
+            t.store(),
+            Actor::Operator,
+            a,
+            Mode::Live,
+            after,
+            2,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
         assert_eq!(rest.keys.len(), 1);
         assert!(!rest.more);
         let mut seen: Vec<KeyId> = first.keys.iter().chain(&rest.keys).map(|k| k.id).collect();
@@ -410,9 +445,17 @@ mod tests {
         seen.sort();
         all.sort();
         assert_eq!(seen, all);
-        let test = page(t.store(), Actor::Operator, a, Mode::Test, None, 2)
-            .await
-            .unwrap();
+        let test = page(
+            t.store(),
+            Actor::Operator,
+            a,
+            Mode::Test,
+            None,
+            2,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
         assert_eq!((test.keys.len(), test.total), (1, 1));
         t.stop().await;
     }

@@ -3,7 +3,7 @@
 //! restricted key only those of the APIs it may call; the dashboard sees an
 //! account's tasks of the mode it shows.
 
-use taskgate_core::{AccountId, ApiList, Mode, TaskId, TaskStatus, Timestamp};
+use taskgate_core::{AccountId, ApiList, Mode, TaskId, TaskStatus};
 use taskgate_store::{StoreError, TaskQuery, TaskRecord};
 
 use crate::principal::Principal;
@@ -100,7 +100,7 @@ pub async fn cancel(
     }
     let task = app
         .store
-        .cancel_task(holder.account, holder.mode, id, Timestamp::now())
+        .cancel_task(holder.account, holder.mode, id, app.clock.now())
         .await?
         .ok_or(TaskError::NotFound(id))?;
     if task.status != TaskStatus::Cancelled {

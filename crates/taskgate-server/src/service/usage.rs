@@ -123,7 +123,7 @@ pub async fn read(
     if !actor.sees(account) {
         return Err(UsageError::AccountNotFound(account));
     }
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let last = now.unix_ms() - now.unix_ms().rem_euclid(span.bucket_ms);
     let since = Timestamp::from_unix_ms(last - (span.buckets - 1) * span.bucket_ms);
     let store = &app.store;

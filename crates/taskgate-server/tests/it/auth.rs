@@ -22,22 +22,19 @@ async fn get_with_authorization(app: &TestApp, path: &str, value: &str) -> Resp 
         .await
 }
 
-/// Repeats GET `path` until it answers `status`, failing after the contract's 5 s.
-async fn eventually(c: &TestClient, path: &str, status: u16) -> Resp {
-    let started = Instant::now();
-    loop {
-        let r = c.get(path).await;
-        if r.status.as_u16() == status {
-            return r;
-        }
-        assert!(
-            started.elapsed() < PROPAGATION,
-            "GET {path} still answers {} after {PROPAGATION:?}: {}",
-            r.status,
-            r.text
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// GET `path` once the contract's 5 s have passed on the server's clock
+/// since a change: it answers `status` by then.
+async fn after_propagation(app: &TestApp, c: &TestClient, path: &str, status: u16) -> Resp {
+    app.clock.advance(PROPAGATION);
+    let r = c.get(path).await;
+    assert_eq!(
+        r.status.as_u16(),
+        status,
+        "GET {path} still answers {} after {PROPAGATION:?}: {}",
+        r.status,
+        r.text
+    );
+    r
 }
 
 fn secret(key: &Value) -> String {
@@ -234,7 +231,7 @@ async fn revoking_a_key_in_use_takes_effect_within_5s(backend: Backend) {
         .await
         .expect("revoke");
     assert!(shown["revoked_at"].is_string(), "{shown}");
-    eventually(&c, "apis", 401)
+    after_propagation(&app, &c, "apis", 401)
         .await
         .expect_error(401, "invalid_api_key");
     // Other keys of the account are untouched.
@@ -281,10 +278,10 @@ async fn suspension_takes_effect_within_5s_and_reactivation_restores(backend: Ba
     )
     .await
     .expect("suspend");
-    eventually(&live, "apis", 403)
+    after_propagation(&app, &live, "apis", 403)
         .await
         .expect_error(403, "account_suspended");
-    eventually(&test, "tasks", 403)
+    after_propagation(&app, &test, "tasks", 403)
         .await
         .expect_error(403, "account_suspended");
     live.call(sentiment("x"))
@@ -301,10 +298,10 @@ async fn suspension_takes_effect_within_5s_and_reactivation_restores(backend: Ba
     )
     .await
     .expect("reactivate");
-    eventually(&live, "tasks", 200).await;
+    after_propagation(&app, &live, "tasks", 200).await;
     assert!(task_ids(&live).await.is_empty());
     live.call(sentiment("x")).await.expect(200);
-    eventually(&test, "apis", 200).await;
+    after_propagation(&app, &test, "apis", 200).await;
     app.stop().await;
 }
 both!(suspension_takes_effect_within_5s_and_reactivation_restores);
@@ -533,10 +530,10 @@ async fn checks_run_in_the_contract_order(backend: Backend) {
     )
     .await
     .expect("suspend");
-    eventually(&ro, "tasks", 403)
+    after_propagation(&app, &ro, "tasks", 403)
         .await
         .expect_error(403, "account_suspended");
-    eventually(&live, "apis", 403)
+    after_propagation(&app, &live, "apis", 403)
         .await
         .expect_error(403, "account_suspended");
     ro.post_raw("call", "{not json")
@@ -661,7 +658,7 @@ async fn rolling_without_grace_stops_the_old_key(backend: Backend) {
     app.client(&secret(&new)).get("apis").await.expect(200);
     // Rolling sets the old key's expiry to now: it answers as an expired key
     // (the key existed and was valid; "expired" tells its owner what happened).
-    eventually(&old_client, "apis", 401)
+    after_propagation(&app, &old_client, "apis", 401)
         .await
         .expect_error(401, "api_key_expired");
     let listed = key_by_id(&app, &app.account_id, &id(&old)).await;
@@ -815,6 +812,9 @@ async fn repeated_failed_authentications_are_rate_limited(backend: Backend) {
         .expect_error(429, "rate_limit_exceeded");
     // Paths outside /api/v1 that need no key are not affected.
     assert_eq!(app.anonymous().get("/healthz").await.status, 200);
+    // A minute later on the server's clock, the address may try again.
+    app.clock.advance(Duration::from_secs(60));
+    live.get("apis").await.expect(200);
     app.stop().await;
 }
 both!(repeated_failed_authentications_are_rate_limited);

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use crate::ops::admin;
 use serde_json::{Value, json};
-use taskgate_core::KeyType;
+use taskgate_core::{ApiSlug, KeyId, KeyType, Mode, TaskId, Timestamp};
+use taskgate_store::TaskRecord;
 
 use crate::utils::{Backend, TestApp, TestClient, both, sentiment};
 
@@ -24,6 +25,40 @@ async fn start_slow(c: &TestClient, delay_ms: u64) -> String {
 
 async fn cancel(c: &TestClient, id: &str) -> crate::utils::Resp {
     c.post(&format!("tasks/{id}/cancel"), json!({})).await
+}
+
+/// A sync test call of another account, answered once the only test
+/// worker is free: whatever held it before has ended and written what it
+/// would write.
+async fn once_the_worker_is_free(app: &TestApp) {
+    let other = app.create_account("enterprise").await;
+    let c = app.client(&app.create_key(&other, KeyType::Test).await);
+    let r = c.call(sentiment("next")).await.expect(200);
+    assert_eq!(r.data()["status"], json!("succeeded"));
+}
+
+/// Once the dispatcher has looked at the store: a task of another account
+/// stored queued behind its back (as another instance stores one) runs only
+/// once a look finds it.
+async fn after_a_look_at_the_store(app: &TestApp) {
+    let other = app.create_account("enterprise").await;
+    let c = app.client(&app.create_key(&other, KeyType::Test).await);
+    let now = Timestamp::now();
+    let task = TaskRecord {
+        input: json!({ "text": "found" }).to_string(),
+        timeout_ms: 10_000,
+        ..TaskRecord::queued(
+            TaskId::at(now),
+            other.parse().unwrap(),
+            Mode::Test,
+            ApiSlug::parse("sentiment").unwrap(),
+            KeyId::new(),
+            now,
+        )
+    };
+    app.store.insert_task(&task).await.unwrap();
+    let found = c.wait_terminal(&task.id.to_string()).await;
+    assert_eq!(found["status"], json!("succeeded"), "{found}");
 }
 
 fn statuses(details: &Value) -> Vec<String> {
@@ -69,16 +104,24 @@ async fn cancel_a_running_task(backend: Backend) {
 }
 both!(cancel_a_running_task);
 
+/// (Test tasks, on their own workers: one, so that a later call shows when
+/// the cancelled execution has let go of it.)
 async fn a_late_result_is_never_written(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else {
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| c.test_workers = Some(1))
+        .start()
+        .await
+    else {
         return;
     };
     let c = app.client(&app.test);
     let id = start_slow(&c, 800).await;
     let cancelled = cancel(&c, &id).await.expect(200).data().clone();
     assert_eq!(cancelled["status"], json!("cancelled"));
-    // Well past the moment the execution would have finished.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Well past the moment the execution would have finished, on the
+    // server's clock; and its worker free again.
+    app.clock.advance(Duration::from_millis(1500));
+    once_the_worker_is_free(&app).await;
     let d = c.get(&format!("tasks/{id}")).await.expect(200);
     let d = d.data();
     assert_eq!(d["status"], json!("cancelled"));
@@ -110,7 +153,8 @@ async fn cancelling_twice_is_200_unchanged(backend: Backend) {
     let c = app.client(&app.test);
     let id = start_slow(&c, 5000).await;
     let first = cancel(&c, &id).await.expect(200).data().clone();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // A later cancel, on the server's clock.
+    app.clock.advance(Duration::from_millis(20));
     let second = cancel(&c, &id).await.expect(200).data().clone();
     assert_eq!(first, second);
     let d = c.get(&format!("tasks/{id}")).await.expect(200);
@@ -219,14 +263,23 @@ async fn a_waiting_sync_call_returns_the_cancelled_task(backend: Backend) {
 }
 both!(a_waiting_sync_call_returns_the_cancelled_task);
 
+/// (Test tasks, on their own workers: one, so that a later call shows when
+/// the cancelled execution has let go of it.)
 async fn cancelled_tasks_cost_nothing_live_tasks_do(backend: Backend) {
-    let Some(app) = TestApp::start(backend).await else {
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| c.test_workers = Some(1))
+        .start()
+        .await
+    else {
         return;
     };
     let test = app.client(&app.test);
     let id = start_slow(&test, 800).await;
     cancel(&test, &id).await.expect(200);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Past the moment the execution would have finished, on the server's
+    // clock; and its worker free again.
+    app.clock.advance(Duration::from_millis(1200));
+    once_the_worker_is_free(&app).await;
     let t = test.get(&format!("call/{id}")).await.expect(200);
     assert_eq!(t.data()["status"], json!("cancelled"));
     assert_eq!(t.data()["usage"]["cost_usd"], json!("0.000000"));
@@ -376,7 +429,8 @@ async fn a_cancelled_queued_task_never_runs(backend: Backend) {
     cancel(&c, &busy).await.expect(200);
     let after = c.call(sentiment("next")).await.expect(200);
     assert_eq!(after.data()["status"], json!("succeeded"));
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // And the store's queued tasks were read since.
+    after_a_look_at_the_store(&app).await;
     let d = c.get(&format!("tasks/{queued}")).await.expect(200);
     assert_eq!(d.data()["status"], json!("cancelled"));
     assert_eq!(statuses(d.data()), ["queued", "cancelled"]);

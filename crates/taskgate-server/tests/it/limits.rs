@@ -474,3 +474,31 @@ async fn limits_belong_to_the_account_across_its_keys(backend: Backend) {
     app.stop().await;
 }
 both!(limits_belong_to_the_account_across_its_keys);
+
+/// The minute is a rolling minute of the server's clock: a minute after the
+/// limit was reached, requests are accepted again, and the day still counts
+/// them.
+async fn the_minute_frees_up_a_minute_later(backend: Backend) {
+    let Some(app) = TestApp::builder(backend).plan("tiny").start().await else {
+        return;
+    };
+    let c = app.client(&app.live);
+    for _ in 0..5 {
+        c.get("apis").await.expect(200);
+    }
+    check_refusal(&c.get("apis").await, "minute", 5);
+    app.clock.advance(Duration::from_secs(59));
+    let r = c.get("apis").await.expect_error(429, "rate_limit_exceeded");
+    assert_eq!(r.header("retry-after"), Some("1"), "a second is left");
+    app.clock.advance(Duration::from_secs(1));
+    let r = c.get("apis").await.expect(200);
+    let (window, remaining, _) = parse_ratelimit(r.header("ratelimit").expect("RateLimit"));
+    // Six of the day's eight used; unless the UTC day ended meanwhile on
+    // the clock, and then the minute is the tightest, one of five used.
+    assert!(
+        (window.as_str(), remaining) == ("day", 2) || (window.as_str(), remaining) == ("minute", 4),
+        "{window} {remaining}"
+    );
+    app.stop().await;
+}
+both!(the_minute_frees_up_a_minute_later);

@@ -22,7 +22,7 @@ use taskgate_providers::upstream::{Protocol, ProviderConfig, Secret, TargetConfi
 use taskgate_server::Config;
 use taskgate_server::config::ApiOverride;
 
-use crate::utils::{Backend, TestApp, TestClient, both};
+use crate::utils::{Backend, TestApp, TestClient, both, eventually};
 
 pub(crate) const SECRET: &str = "sk-fake-0123456789-do-not-leak";
 
@@ -407,13 +407,25 @@ async fn cancel_closes_the_upstream_connection(backend: Backend) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The stopped attempt is recorded once the execution has wound down.
+    let (c, id) = (&c, &id);
+    let d = eventually(
+        Duration::from_secs(10),
+        "the stopped attempt recorded",
+        || async move {
+            let d = c.get(&format!("tasks/{id}")).await.expect(200);
+            let recorded = d.data()["attempts"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
+            recorded.then_some(d)
+        },
+    )
+    .await;
     let t = c.get(&format!("call/{id}")).await.expect(200);
     assert_eq!(t.data()["status"], "cancelled");
     assert_eq!(t.data()["output"], Value::Null);
     assert_eq!(t.data()["usage"]["cost_usd"], "0.000000");
     // The stopped attempt is recorded as cancelled.
-    let d = c.get(&format!("tasks/{id}")).await.expect(200);
     let attempts = d.data()["attempts"].as_array().unwrap().clone();
     assert_eq!(attempts.len(), 1, "{}", d.text);
     assert_eq!(attempts[0]["provider"], "fake");

@@ -1,8 +1,10 @@
 //! The black-box harness: a real server on port 0 over a fresh store, keys
 //! made the way an operator makes them, and a client that speaks HTTP.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::ops::admin;
 use reqwest::StatusCode;
@@ -60,7 +62,8 @@ pub struct TestApp {
     pub live: String,
     pub test: String,
     /// The server's clock: tests move it instead of waiting (a key's
-    /// expiry, the key cache's lifetime).
+    /// expiry, the key cache's lifetime, a limiter's window, a sandbox's
+    /// delay, a lease). Another instance of the app reads it too.
     pub clock: taskgate_core::Clock,
     db: Db,
 }
@@ -169,11 +172,13 @@ impl TestApp {
             .await
             .expect("open store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        taskgate_server::start_with_env(
+        // The same time as this one: processes on one machine share it.
+        taskgate_server::start_with(
             config,
             store,
             Some(listener),
             std::sync::Arc::new(|_: &str| None),
+            self.clock.clone(),
         )
         .await
         .expect("server starts")
@@ -444,15 +449,32 @@ impl TestClient {
 
     /// Polls a task until it is terminal.
     pub async fn wait_terminal(&self, id: &str) -> Value {
-        for _ in 0..400 {
+        let what = format!("task {id} finished");
+        eventually(Duration::from_secs(20), &what, || async move {
             let r = self.get(&format!("call/{id}")).await.expect(200);
-            let status = r.data()["status"].as_str().unwrap().to_owned();
-            if ["succeeded", "failed", "cancelled"].contains(&status.as_str()) {
-                return r.data().clone();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            let status = r.data()["status"].as_str().unwrap();
+            ["succeeded", "failed", "cancelled"]
+                .contains(&status)
+                .then(|| r.data().clone())
+        })
+        .await
+    }
+}
+
+/// Polls `check` until it gives `Some`, failing (saying `what` was awaited)
+/// after `within`: a wait on a condition with a deadline, where a fixed
+/// sleep would be too short on a busy machine and too long on an idle one.
+pub async fn eventually<T, F>(within: Duration, what: &str, mut check: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = check().await {
+            return found;
         }
-        panic!("task {id} never finished");
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

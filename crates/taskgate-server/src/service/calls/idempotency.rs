@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use taskgate_core::{IdempotencyKey, RequestId, Timestamp};
+use taskgate_core::{IdempotencyKey, RequestId};
 use taskgate_store::{IdempotencyBegin, IdempotencyState, TaskRecord};
 
 use super::{Call, CallError, run_held};
@@ -63,7 +63,7 @@ async fn once(
     body_hash: String,
     record: Record,
 ) -> Result<Answer, CallError> {
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let begin = IdempotencyBegin {
         account_id: principal.account_id,
         mode: principal.mode,

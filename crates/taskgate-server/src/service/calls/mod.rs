@@ -180,7 +180,7 @@ async fn start_held(
     wait: bool,
     told: Told,
 ) -> Result<Started, CallError> {
-    let now = Timestamp::now();
+    let now = app.clock.now();
     let reserved = reserve_spend(app, principal, &request, now).await?;
     let task = TaskRecord {
         input: request.input.to_string(),
