@@ -48,8 +48,21 @@ impl Catalog {
     /// APIs it declares, and the default APIs of providers configured by the
     /// environment (`OPENAI_API_KEY`, …). Credentials are read through `env`.
     pub fn from_config(config: &Config, env: &EnvLookup) -> Result<Self, String> {
+        Self::from_config_with(config, env, Vec::new())
+    }
+
+    /// [`Catalog::from_config`] with the APIs of `more` providers too (a
+    /// program embedding the server, the tests' own providers), under the
+    /// same configuration: overrides, prices, disabled slugs.
+    pub fn from_config_with(
+        config: &Config,
+        env: &EnvLookup,
+        more: Vec<Arc<dyn Provider>>,
+    ) -> Result<Self, String> {
         let (upstream, not_offered) = build_upstream(config, env)?;
-        let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Builtin::new()), Arc::new(upstream)];
+        let mut providers: Vec<Arc<dyn Provider>> =
+            vec![Arc::new(Builtin::new()), Arc::new(upstream)];
+        providers.extend(more);
         Self::build(&config.catalog, providers, &not_offered)
     }
 
