@@ -59,10 +59,10 @@ impl ApiEntry {
     /// What the task costs, from the API's pricing and the usage. Of the
     /// input tokens, the cached ones cost the cached price (the full input
     /// price where the API has none, and never more than it) and the rest the
-    /// input price: `((input − cached) × input price + cached × cached price
-    /// + output × output price) / 1000` nano-USD, in integers, rounded once.
-    /// Cached tokens are counted within `0..=input` whatever an upstream
-    /// reports.
+    /// input price, in integer nano-USD rounded once:
+    /// `((input − cached) × input price + cached × cached price + output ×
+    /// output price) / 1000`. Cached tokens are counted within `0..=input`
+    /// whatever an upstream reports.
     pub fn cost(&self, usage: &Usage) -> Micros {
         let nanos: i128 = match self.spec.pricing {
             Pricing::PerCall { price_nanos } => price_nanos as i128 * usage.units.max(0) as i128,
