@@ -138,6 +138,9 @@ const (
 
 // Pricing is an API's price. (Schema `Pricing`.)
 type Pricing struct {
+	// Per 1K input tokens read from the provider's prompt cache; present
+	// only where the API prices them (else they cost `input_price_usd`).
+	CachedInputPriceUSD *string `json:"cached_input_price_usd,omitempty"`
 	// The price of 1K input tokens in USD, a decimal string (unit `1k_tokens`).
 	InputPriceUSD *string `json:"input_price_usd,omitempty"`
 	// The price of 1K output tokens in USD, a decimal string (unit `1k_tokens`).
@@ -272,12 +275,18 @@ const (
 
 // Usage is what a task used and cost. (Schema `Usage`.)
 type Usage struct {
+	// The part of `input_tokens` read from the provider's prompt cache,
+	// billed at the API's cached input price; null when unknown.
+	CachedInputTokens *int64 `json:"cached_input_tokens,omitempty"`
 	// Decimal USD with six decimals; test-mode and unsuccessful tasks cost nothing.
 	CostUSD string `json:"cost_usd"`
-	// Input tokens, where the API counts them.
+	// The whole input, its cached part included.
 	InputTokens *int64 `json:"input_tokens,omitempty"`
-	// Output tokens, where the API counts them.
+	// The whole output, reasoning included.
 	OutputTokens *int64 `json:"output_tokens,omitempty"`
+	// The part of `output_tokens` the model spent reasoning, where the
+	// provider counts it; null when unknown.
+	ReasoningTokens *int64 `json:"reasoning_tokens,omitempty"`
 	// Units billed: one per call, or one per image.
 	Units int64 `json:"units"`
 }

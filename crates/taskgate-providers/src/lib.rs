@@ -27,8 +27,15 @@ pub use taskgate_core::{Attempt, AttemptOutcome};
 pub enum Pricing {
     /// A fixed price for every successful call.
     PerCall { price_nanos: i64 },
-    /// A price per 1,000 input tokens and per 1,000 output tokens.
-    PerKiloTokens { input_nanos: i64, output_nanos: i64 },
+    /// A price per 1,000 input tokens and per 1,000 output tokens, and
+    /// optionally a lower price per 1,000 input tokens read from the
+    /// provider's prompt cache (`None`: cached input costs the full input
+    /// price).
+    PerKiloTokens {
+        input_nanos: i64,
+        output_nanos: i64,
+        cached_input_nanos: Option<i64>,
+    },
 }
 
 /// One worked example of an API: an input and the output it produces.
@@ -81,8 +88,15 @@ impl ApiStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
     pub units: i64,
+    /// The whole input, its cached part included, however the provider
+    /// counts it.
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    /// The part of `output_tokens` spent reasoning, where the provider
+    /// counts it.
+    pub reasoning_tokens: Option<i64>,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    pub cached_input_tokens: Option<i64>,
 }
 
 /// A successful execution.

@@ -103,6 +103,20 @@ pub async fn start_with(
     clock: Clock,
 ) -> anyhow::Result<Server> {
     config.validate().map_err(anyhow::Error::msg)?;
+    let catalog = Catalog::from_config(&config, &env).map_err(anyhow::Error::msg)?;
+    start_with_catalog(config, store, listener, catalog, clock).await
+}
+
+/// [`start_with`] serving `catalog` (made with [`Catalog::from_config_with`]
+/// from the same configuration, when it has providers of its own).
+pub async fn start_with_catalog(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: Option<TcpListener>,
+    catalog: Catalog,
+    clock: Clock,
+) -> anyhow::Result<Server> {
+    config.validate().map_err(anyhow::Error::msg)?;
     metrics::install();
     let listener = match listener {
         Some(l) => l,
@@ -111,7 +125,7 @@ pub async fn start_with(
             .with_context(|| format!("cannot listen on {}", config.listen))?,
     };
     let addr = listener.local_addr()?;
-    let catalog = Arc::new(Catalog::from_config(&config, &env).map_err(anyhow::Error::msg)?);
+    let catalog = Arc::new(catalog);
     let upstream: Vec<String> = catalog
         .all()
         .iter()

@@ -48,8 +48,21 @@ impl Catalog {
     /// APIs it declares, and the default APIs of providers configured by the
     /// environment (`OPENAI_API_KEY`, …). Credentials are read through `env`.
     pub fn from_config(config: &Config, env: &EnvLookup) -> Result<Self, String> {
+        Self::from_config_with(config, env, Vec::new())
+    }
+
+    /// [`Catalog::from_config`] with the APIs of `more` providers too (a
+    /// program embedding the server, the tests' own providers), under the
+    /// same configuration: overrides, prices, disabled slugs.
+    pub fn from_config_with(
+        config: &Config,
+        env: &EnvLookup,
+        more: Vec<Arc<dyn Provider>>,
+    ) -> Result<Self, String> {
         let (upstream, not_offered) = build_upstream(config, env)?;
-        let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Builtin::new()), Arc::new(upstream)];
+        let mut providers: Vec<Arc<dyn Provider>> =
+            vec![Arc::new(Builtin::new()), Arc::new(upstream)];
+        providers.extend(more);
         Self::build(&config.catalog, providers, &not_offered)
     }
 
@@ -69,7 +82,7 @@ impl Catalog {
                 }
                 let o = config.apis.get(&spec.slug);
                 if let Some(o) = o {
-                    apply_override(&mut spec, o);
+                    apply_override(&mut spec, o)?;
                 }
                 let allowed_options = AllowedOptions::of(o, &spec.kind);
                 let input_schema = CompiledSchema::compile(&spec.input_schema)
@@ -125,7 +138,13 @@ impl Catalog {
 }
 
 /// Applies the configuration's fields for an API to its spec.
-fn apply_override(spec: &mut ApiSpec, o: &ApiOverride) {
+///
+/// Token prices set in the configuration replace the API's token pricing
+/// whole: a default API's cached-input price goes with the input price it
+/// was a fraction of, so with new input or output prices cached input costs
+/// the configured cached price, or else the full input price. A cached price
+/// alone changes only the cached price of an API priced by tokens.
+fn apply_override(spec: &mut ApiSpec, o: &ApiOverride) -> Result<(), String> {
     if let Some(name) = &o.name {
         spec.name = name.clone();
     }
@@ -135,16 +154,33 @@ fn apply_override(spec: &mut ApiSpec, o: &ApiOverride) {
     if let Some(Nanos(price_nanos)) = o.price_per_call_usd {
         spec.pricing = Pricing::PerCall { price_nanos };
     }
+    let cached = o.cached_input_price_per_1k_tokens_usd.map(|p| p.0);
     if o.input_price_per_1k_tokens_usd.is_some() || o.output_price_per_1k_tokens_usd.is_some() {
         let price = |p: Option<Nanos>| p.unwrap_or_default().0;
         spec.pricing = Pricing::PerKiloTokens {
             input_nanos: price(o.input_price_per_1k_tokens_usd),
             output_nanos: price(o.output_price_per_1k_tokens_usd),
+            cached_input_nanos: cached,
         };
+    } else if let Some(cached) = cached {
+        match &mut spec.pricing {
+            Pricing::PerKiloTokens {
+                cached_input_nanos, ..
+            } => *cached_input_nanos = Some(cached),
+            Pricing::PerCall { .. } => {
+                return Err(format!(
+                    "config: catalog.apis.{}: cached_input_price_per_1k_tokens_usd needs token \
+                     pricing, and this API is priced per call (set input_price_per_1k_tokens_usd \
+                     and output_price_per_1k_tokens_usd)",
+                    spec.slug
+                ));
+            }
+        }
     }
     if let Some(t) = o.timeout_ms {
         spec.timeout_ms = t.max(1);
     }
+    Ok(())
 }
 
 /// What the tests of the catalog's modules share.

@@ -37,7 +37,9 @@ pub mod usage;
 pub mod v1;
 pub mod views;
 
-pub use app::{Server, open_store, redact_url, start, start_with, start_with_env};
+pub use app::{
+    Server, open_store, redact_url, start, start_with, start_with_catalog, start_with_env,
+};
 pub use config::Config;
 pub use principal::Principal;
 pub use state::AppState;

@@ -23,8 +23,14 @@ fn raw(s: &str) -> Option<&RawValue> {
 #[derive(Serialize)]
 pub struct UsageView {
     pub units: i64,
+    /// The whole input, its cached part included.
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    /// The part of `output_tokens` spent reasoning; null when unknown.
+    pub reasoning_tokens: Option<i64>,
+    /// The part of `input_tokens` read from the provider's cache; null when
+    /// unknown.
+    pub cached_input_tokens: Option<i64>,
     pub cost_usd: String,
 }
 
@@ -64,6 +70,8 @@ impl<'a> TaskView<'a> {
                 units: t.units,
                 input_tokens: t.input_tokens,
                 output_tokens: t.output_tokens,
+                reasoning_tokens: t.reasoning_tokens,
+                cached_input_tokens: t.cached_input_tokens,
                 cost_usd: Micros(t.cost_micros).to_usd_string(),
             },
             metadata: raw(&t.metadata),

@@ -114,8 +114,13 @@ pub struct TaskRecord {
     pub output: Option<String>,
     pub error: Option<TaskError>,
     pub units: i64,
+    /// The whole input, its cached part included.
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    /// The part of `output_tokens` spent reasoning, where counted.
+    pub reasoning_tokens: Option<i64>,
+    /// The part of `input_tokens` read from the provider's cache, where counted.
+    pub cached_input_tokens: Option<i64>,
     pub cost_micros: i64,
     pub metadata: String,
     pub key_id: KeyId,
@@ -167,6 +172,8 @@ impl TaskRecord {
             units: 0,
             input_tokens: None,
             output_tokens: None,
+            reasoning_tokens: None,
+            cached_input_tokens: None,
             cost_micros: 0,
             metadata: "{}".to_owned(),
             key_id,
@@ -212,6 +219,8 @@ impl TaskRecord {
         self.units = finish.units;
         self.input_tokens = finish.input_tokens;
         self.output_tokens = finish.output_tokens;
+        self.reasoning_tokens = finish.reasoning_tokens;
+        self.cached_input_tokens = finish.cached_input_tokens;
         self.cost_micros = finish.cost_micros;
         self.attempts = finish.attempts.clone();
         self.completed_at = Some(finish.completed_at);
@@ -232,6 +241,8 @@ pub struct TaskFinish {
     pub units: i64,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    pub reasoning_tokens: Option<i64>,
+    pub cached_input_tokens: Option<i64>,
     pub cost_micros: i64,
     pub attempts: Attempts,
     pub completed_at: Timestamp,

@@ -94,6 +94,7 @@ conformance! {
     lifecycle: [
         claim_only_once,
         finish_only_from_running,
+        usage_counts_round_trip_every_way_a_task_ends,
         finish_charges_spend,
         finish_after_cancel_is_dropped,
         cancel_transitions,

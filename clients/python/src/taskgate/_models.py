@@ -68,8 +68,16 @@ class Usage(_Model):
     units: int
     # Decimal USD with six decimals; test-mode and unsuccessful tasks cost nothing.
     cost_usd: str
+    # The part of `input_tokens` read from the provider's prompt cache,
+    # billed at the API's cached input price; null when unknown.
+    cached_input_tokens: Optional[int] = None
+    # The whole input, its cached part included.
     input_tokens: Optional[int] = None
+    # The whole output, reasoning included.
     output_tokens: Optional[int] = None
+    # The part of `output_tokens` the model spent reasoning, where the
+    # provider counts it; null when unknown.
+    reasoning_tokens: Optional[int] = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Usage":
@@ -78,8 +86,10 @@ class Usage(_Model):
             {
                 "units": data.get("units"),
                 "cost_usd": data.get("cost_usd"),
+                "cached_input_tokens": data.get("cached_input_tokens"),
                 "input_tokens": data.get("input_tokens"),
                 "output_tokens": data.get("output_tokens"),
+                "reasoning_tokens": data.get("reasoning_tokens"),
             },
         )
 
@@ -278,6 +288,9 @@ class Pricing(_Model):
 
     # `call` or `1k_tokens`.
     unit: str
+    # Per 1K input tokens read from the provider's prompt cache; present
+    # only where the API prices them (else they cost `input_price_usd`).
+    cached_input_price_usd: Optional[str] = None
     input_price_usd: Optional[str] = None
     output_price_usd: Optional[str] = None
     price_usd: Optional[str] = None
@@ -288,6 +301,7 @@ class Pricing(_Model):
             data,
             {
                 "unit": data.get("unit"),
+                "cached_input_price_usd": data.get("cached_input_price_usd"),
                 "input_price_usd": data.get("input_price_usd"),
                 "output_price_usd": data.get("output_price_usd"),
                 "price_usd": data.get("price_usd"),

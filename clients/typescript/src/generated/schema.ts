@@ -258,6 +258,11 @@ export interface components {
             [key: string]: string;
         } | null;
         Pricing: {
+            /**
+             * @description Per 1K input tokens read from the provider's prompt cache; present
+             *     only where the API prices them (else they cost `input_price_usd`).
+             */
+            cached_input_price_usd?: string | null;
             input_price_usd?: string | null;
             output_price_usd?: string | null;
             price_usd?: string | null;
@@ -345,14 +350,32 @@ export interface components {
         };
         Usage: {
             /**
+             * Format: int64
+             * @description The part of `input_tokens` read from the provider's prompt cache,
+             *     billed at the API's cached input price; null when unknown.
+             */
+            cached_input_tokens?: number | null;
+            /**
              * @description Decimal USD with six decimals; test-mode and unsuccessful tasks cost nothing.
              * @example 0.000100
              */
             cost_usd: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The whole input, its cached part included.
+             */
             input_tokens?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The whole output, reasoning included.
+             */
             output_tokens?: number | null;
+            /**
+             * Format: int64
+             * @description The part of `output_tokens` the model spent reasoning, where the
+             *     provider counts it; null when unknown.
+             */
+            reasoning_tokens?: number | null;
             /** Format: int64 */
             units: number;
         };

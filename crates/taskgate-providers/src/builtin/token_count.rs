@@ -185,7 +185,7 @@ pub(super) fn compute(input: &Value) -> Result<Execution, ExecError> {
         usage: Usage {
             units: 1,
             input_tokens: Some(count),
-            output_tokens: None,
+            ..Usage::default()
         },
     })
 }

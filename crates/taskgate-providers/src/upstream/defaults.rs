@@ -69,19 +69,29 @@ pub fn env_providers(get: impl Fn(&str) -> Option<String>) -> Vec<(String, Provi
         .collect()
 }
 
-/// Price per 1K tokens from a price per million tokens in micro-dollars
+/// Price per 1K tokens from prices per million tokens in micro-dollars
 /// (`per_million_micros` = USD per 1M tokens × 1e6): nano-USD per 1K tokens
-/// is exactly the same number.
-const fn per_1k(input_per_million_micros: i64, output_per_million_micros: i64) -> Pricing {
+/// is exactly the same number. `cached_input` is the price of input read
+/// from the provider's prompt cache, where it has one.
+const fn per_1k(
+    input_per_million_micros: i64,
+    output_per_million_micros: i64,
+    cached_input_per_million_micros: Option<i64>,
+) -> Pricing {
     Pricing::PerKiloTokens {
         input_nanos: input_per_million_micros,
         output_nanos: output_per_million_micros,
+        cached_input_nanos: cached_input_per_million_micros,
     }
 }
 
 /// The default APIs of a provider configured from the environment. Prices
-/// are the providers' list prices when this was written; the operator can
-/// change any of them in the configuration file.
+/// are the providers' list prices when this was written, cached input
+/// included (OpenAI bills it at half the input price for gpt-4o-mini,
+/// Anthropic's cache reads at a tenth of it, Google's Gemini 2.x context
+/// cache at a quarter of it, the price it launched with: if Google's list
+/// price is lower today, this overstates it, never understates it); the
+/// operator can change any of them in the configuration file.
 pub fn default_apis(protocol: Protocol) -> Vec<DefaultApi> {
     match protocol {
         Protocol::Openai => vec![
@@ -90,14 +100,14 @@ pub fn default_apis(protocol: Protocol) -> Vec<DefaultApi> {
                 name: "OpenAI GPT-4o mini",
                 kind: Kind::Chat,
                 model: "gpt-4o-mini",
-                pricing: per_1k(150_000, 600_000),
+                pricing: per_1k(150_000, 600_000, Some(75_000)),
             },
             DefaultApi {
                 slug: "openai-embedding",
                 name: "OpenAI text-embedding-3-small",
                 kind: Kind::Embedding,
                 model: "text-embedding-3-small",
-                pricing: per_1k(20_000, 0),
+                pricing: per_1k(20_000, 0, None),
             },
             DefaultApi {
                 slug: "openai-image",
@@ -130,7 +140,7 @@ pub fn default_apis(protocol: Protocol) -> Vec<DefaultApi> {
             name: "Anthropic Claude Haiku 4.5",
             kind: Kind::Chat,
             model: "claude-haiku-4-5",
-            pricing: per_1k(1_000_000, 5_000_000),
+            pricing: per_1k(1_000_000, 5_000_000, Some(100_000)),
         }],
         Protocol::Gemini => vec![
             DefaultApi {
@@ -138,7 +148,7 @@ pub fn default_apis(protocol: Protocol) -> Vec<DefaultApi> {
                 name: "Google Gemini 2.5 Flash",
                 kind: Kind::Chat,
                 model: "gemini-2.5-flash",
-                pricing: per_1k(300_000, 2_500_000),
+                pricing: per_1k(300_000, 2_500_000, Some(75_000)),
             },
             DefaultApi {
                 slug: "gemini-embedding",
@@ -186,12 +196,14 @@ mod tests {
                 assert!(apis.iter().any(|a| a.kind == k), "{protocol:?} {k:?}");
             }
         }
-        // $0.15 per 1M input tokens = $0.00015 per 1K = 150 000 nano-USD.
+        // $0.15 per 1M input tokens = $0.00015 per 1K = 150 000 nano-USD;
+        // cached input $0.075 per 1M.
         assert_eq!(
             default_apis(Protocol::Openai)[0].pricing,
             Pricing::PerKiloTokens {
                 input_nanos: 150_000,
-                output_nanos: 600_000
+                output_nanos: 600_000,
+                cached_input_nanos: Some(75_000),
             }
         );
     }

@@ -391,6 +391,7 @@ fn token_usage(u: &Value) -> Usage {
         units: 1,
         input_tokens: get("prompt_tokens", "input_tokens"),
         output_tokens: get("completion_tokens", "output_tokens"),
+        ..Usage::default()
     }
 }
 

@@ -56,15 +56,27 @@ impl AllowedOptions {
 }
 
 impl ApiEntry {
-    /// What the task costs, from the API's pricing and the usage.
+    /// What the task costs, from the API's pricing and the usage. Of the
+    /// input tokens, the cached ones cost the cached price (the full input
+    /// price where the API has none, and never more than it) and the rest the
+    /// input price, in integer nano-USD rounded once:
+    /// `((input − cached) × input price + cached × cached price + output ×
+    /// output price) / 1000`. Cached tokens are counted within `0..=input`
+    /// whatever an upstream reports.
     pub fn cost(&self, usage: &Usage) -> Micros {
         let nanos: i128 = match self.spec.pricing {
             Pricing::PerCall { price_nanos } => price_nanos as i128 * usage.units.max(0) as i128,
             Pricing::PerKiloTokens {
                 input_nanos,
                 output_nanos,
+                cached_input_nanos,
             } => {
-                (input_nanos as i128 * usage.input_tokens.unwrap_or(0) as i128
+                let input = usage.input_tokens.unwrap_or(0) as i128;
+                let cached =
+                    (usage.cached_input_tokens.unwrap_or(0) as i128).clamp(0, input.max(0));
+                let cached_price = cached_input_nanos.map_or(input_nanos, |c| c.min(input_nanos));
+                ((input - cached) * input_nanos as i128
+                    + cached * cached_price as i128
                     + output_nanos as i128 * usage.output_tokens.unwrap_or(0) as i128)
                     / 1000
             }
@@ -77,7 +89,10 @@ impl ApiEntry {
     /// the images an image call asks for); for token-priced APIs, one input
     /// token per 3 bytes of the input's JSON plus the input's `max_tokens`
     /// output tokens (none without it: the output is charged when the task
-    /// ends). Rounded up to the micro-dollar.
+    /// ends). Rounded up to the micro-dollar. The input is priced in full,
+    /// as if none of it were cached: what part of it the provider will read
+    /// from its cache is not known before the call, and a reservation must
+    /// never be below the cost.
     pub fn estimate(&self, input: &Value, input_bytes: usize) -> Micros {
         let price = |nanos: i64| nanos.max(0) as u128;
         let nanos: u128 = match self.spec.pricing {
@@ -92,6 +107,7 @@ impl ApiEntry {
             Pricing::PerKiloTokens {
                 input_nanos,
                 output_nanos,
+                ..
             } => {
                 let input_tokens = (input_bytes as u128).div_ceil(3).max(1);
                 let output_tokens = input
@@ -139,5 +155,140 @@ mod tests {
         // Whatever the input says, no overflow.
         let huge = json!({"max_tokens": u64::MAX, "n": u64::MAX});
         assert!(chat.estimate(&huge, usize::MAX).0 > 0);
+    }
+
+    /// The catalog with `openai-chat` (from `OPENAI_API_KEY`) priced by `o`.
+    fn chat_priced(o: ApiOverride) -> Catalog {
+        let mut config = Config::default();
+        config.catalog.apis.insert("openai-chat".to_owned(), o);
+        Catalog::from_config(&config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap()
+    }
+
+    /// $0.003 / $0.006 per 1K input / output tokens, and `cached` per 1K
+    /// cached input tokens.
+    fn priced(cached: Option<&str>) -> ApiOverride {
+        ApiOverride {
+            input_price_per_1k_tokens_usd: Some(usd("0.003")),
+            output_price_per_1k_tokens_usd: Some(usd("0.006")),
+            cached_input_price_per_1k_tokens_usd: cached.map(usd),
+            ..ApiOverride::default()
+        }
+    }
+
+    fn tokens(input: i64, cached: Option<i64>, output: i64) -> Usage {
+        Usage {
+            units: 1,
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            reasoning_tokens: Some(100),
+            cached_input_tokens: cached,
+        }
+    }
+
+    #[test]
+    fn cached_input_costs_the_cached_price() {
+        let c = chat_priced(priced(Some("0.0003")));
+        let chat = c.get("openai-chat").unwrap();
+        // 2,000 uncached × 0.003 + 8,000 cached × 0.0003 + 500 × 0.006 per
+        // 1K = 0.006 + 0.0024 + 0.003 USD.
+        assert_eq!(chat.cost(&tokens(10_000, Some(8_000), 500)), Micros(11_400));
+        // Nothing cached, or not reported: the full input price.
+        assert_eq!(chat.cost(&tokens(10_000, Some(0), 500)), Micros(33_000));
+        assert_eq!(chat.cost(&tokens(10_000, None, 500)), Micros(33_000));
+        // Reasoning tokens are part of the output: they add nothing more.
+        let mut u = tokens(10_000, None, 500);
+        u.reasoning_tokens = Some(400);
+        assert_eq!(chat.cost(&u), Micros(33_000));
+        // Exact in nano-dollars before one rounding: 1 cached token at
+        // 300 nano-USD per 1K and 1 uncached at 3,000 make 3.3 nano-USD.
+        assert_eq!(chat.cost(&tokens(1_000, Some(999), 0)), Micros(303));
+    }
+
+    #[test]
+    fn cached_input_without_a_cached_price_costs_the_input_price() {
+        let c = chat_priced(priced(None));
+        let chat = c.get("openai-chat").unwrap();
+        assert_eq!(chat.cost(&tokens(10_000, Some(8_000), 500)), Micros(33_000));
+        assert!(matches!(
+            chat.spec.pricing,
+            Pricing::PerKiloTokens {
+                cached_input_nanos: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_cached_price_above_the_input_price_and_cached_counts_above_the_input_are_clamped() {
+        let c = chat_priced(priced(Some("0.005")));
+        let chat = c.get("openai-chat").unwrap();
+        // Cached input never costs more than input.
+        assert_eq!(chat.cost(&tokens(10_000, Some(8_000), 500)), Micros(33_000));
+        let c = chat_priced(priced(Some("0.0003")));
+        let chat = c.get("openai-chat").unwrap();
+        // More cached tokens than input tokens: all of the input is cached.
+        assert_eq!(chat.cost(&tokens(10_000, Some(12_000), 0)), Micros(3_000));
+        // A negative count is none.
+        assert_eq!(chat.cost(&tokens(10_000, Some(-5), 0)), Micros(30_000));
+    }
+
+    #[test]
+    fn the_reservation_prices_all_input_in_full() {
+        let full = chat_priced(priced(None));
+        let cheap = chat_priced(priced(Some("0.0003")));
+        let input = json!({"messages": [], "max_tokens": 1000});
+        assert_eq!(
+            cheap.get("openai-chat").unwrap().estimate(&input, 300),
+            full.get("openai-chat").unwrap().estimate(&input, 300)
+        );
+    }
+
+    #[test]
+    fn default_apis_price_cached_input_and_overrides_replace_it() {
+        // gpt-4o-mini: $0.15 input, $0.075 cached input per 1M tokens.
+        let c = chat_priced(ApiOverride::default());
+        let chat = c.get("openai-chat").unwrap();
+        assert_eq!(
+            chat.cost(&tokens(1_000_000, Some(1_000_000), 0)),
+            Micros(75_000)
+        );
+        assert_eq!(chat.cost(&tokens(1_000_000, None, 0)), Micros(150_000));
+        // New token prices without a cached one: cached input at the new
+        // input price (the default's cached price went with its input price).
+        let c = chat_priced(priced(None));
+        let chat = c.get("openai-chat").unwrap();
+        assert_eq!(chat.cost(&tokens(1_000, Some(1_000), 0)), Micros(3_000));
+        // A cached price alone keeps the API's input and output prices.
+        let c = chat_priced(ApiOverride {
+            cached_input_price_per_1k_tokens_usd: Some(usd("0.00001")),
+            ..ApiOverride::default()
+        });
+        let chat = c.get("openai-chat").unwrap();
+        assert_eq!(
+            chat.spec.pricing,
+            Pricing::PerKiloTokens {
+                input_nanos: 150_000,
+                output_nanos: 600_000,
+                cached_input_nanos: Some(10_000),
+            }
+        );
+    }
+
+    #[test]
+    fn a_cached_price_on_an_api_priced_per_call_refuses_to_start() {
+        let mut config = Config::default();
+        config.catalog.apis.insert(
+            "sentiment".to_owned(),
+            ApiOverride {
+                cached_input_price_per_1k_tokens_usd: Some(usd("0.0001")),
+                ..ApiOverride::default()
+            },
+        );
+        let e = Catalog::from_config(&config, &env(&[])).err().unwrap();
+        assert!(
+            e.contains("catalog.apis.sentiment: cached_input_price_per_1k_tokens_usd"),
+            "{e}"
+        );
+        assert!(e.contains("priced per call"), "{e}");
     }
 }

@@ -249,9 +249,11 @@ mod tests {
             chat.spec.pricing,
             Pricing::PerKiloTokens {
                 input_nanos: 1_000_000,
-                output_nanos: 0
+                output_nanos: 0,
+                cached_input_nanos: None,
             },
-            "the override applies; a price left out is zero"
+            "the override applies; a price left out is zero, and the default's cached price \
+             goes with the input price it was a part of"
         );
         // A typo is still an error.
         config

@@ -57,6 +57,10 @@ pub enum PricingView {
         unit: &'static str,
     },
     PerKiloTokens {
+        /// The price of input read from the provider's prompt cache, where
+        /// the API has one (else cached input costs `input_price_usd`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cached_input_price_usd: Option<String>,
         input_price_usd: String,
         output_price_usd: String,
         unit: &'static str,
@@ -73,7 +77,9 @@ impl PricingView {
             Pricing::PerKiloTokens {
                 input_nanos,
                 output_nanos,
+                cached_input_nanos,
             } => PricingView::PerKiloTokens {
+                cached_input_price_usd: cached_input_nanos.map(price_string),
                 input_price_usd: price_string(input_nanos),
                 output_price_usd: price_string(output_nanos),
                 unit: "1k_tokens",

@@ -28,6 +28,10 @@ pub struct ApiOverride {
     pub input_price_per_1k_tokens_usd: Option<Nanos>,
     /// Price per 1,000 output tokens in USD.
     pub output_price_per_1k_tokens_usd: Option<Nanos>,
+    /// Price per 1,000 input tokens read from the provider's prompt cache,
+    /// in USD (token pricing only; unset: cached input costs the full
+    /// input price).
+    pub cached_input_price_per_1k_tokens_usd: Option<Nanos>,
     pub timeout_ms: Option<u64>,
     /// The kind (`chat`, `embedding`, `image_generation`, `transcription`,
     /// `classification`) of a declared API.

@@ -231,6 +231,12 @@ impl Config {
                     "config: catalog.apis.{slug}: price per call and per 1K tokens cannot both be set"
                 ));
             }
+            if o.price_per_call_usd.is_some() && o.cached_input_price_per_1k_tokens_usd.is_some() {
+                return Err(format!(
+                    "config: catalog.apis.{slug}: cached_input_price_per_1k_tokens_usd prices tokens \
+                     and cannot be set with price_per_call_usd"
+                ));
+            }
             if o.provider.is_none()
                 && (o.kind.is_some()
                     || o.model.is_some()
@@ -337,6 +343,55 @@ mod tests {
             |c| c.test_task_retention_days = 36_501,
             "test_task_retention_days",
         );
+    }
+
+    #[test]
+    fn a_cached_input_price_beside_a_price_per_call_refuses_to_start() {
+        let usd = |s: &str| Some(taskgate_core::Nanos::parse_usd(s).unwrap());
+        refused(
+            |c| {
+                c.catalog.apis.insert(
+                    "sentiment".to_owned(),
+                    ApiOverride {
+                        price_per_call_usd: usd("0.001"),
+                        cached_input_price_per_1k_tokens_usd: usd("0.0001"),
+                        ..Default::default()
+                    },
+                );
+            },
+            "catalog.apis.sentiment: cached_input_price_per_1k_tokens_usd",
+        );
+        // With token prices it is valid.
+        let mut c = Config::default();
+        c.catalog.apis.insert(
+            "openai-chat".to_owned(),
+            ApiOverride {
+                input_price_per_1k_tokens_usd: usd("0.001"),
+                output_price_per_1k_tokens_usd: usd("0.002"),
+                cached_input_price_per_1k_tokens_usd: usd("0.0001"),
+                ..Default::default()
+            },
+        );
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_cached_input_price_is_read_like_the_other_prices() {
+        let read = |price: &str| {
+            serde_json::from_str::<crate::config::CatalogConfig>(&format!(
+                r#"{{"apis": {{"openai-chat": {{"cached_input_price_per_1k_tokens_usd": {price}}}}}}}"#
+            ))
+        };
+        let c = read("\"0.000075\"").unwrap();
+        assert_eq!(
+            c.apis["openai-chat"].cached_input_price_per_1k_tokens_usd,
+            Some(taskgate_core::Nanos(75_000))
+        );
+        // A number (which would pass through a float), a negative or a
+        // malformed price is refused as the other prices are.
+        for bad in ["0.000075", "\"-0.1\"", "\"abc\"", "\"0.0000000001\""] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -46,15 +46,24 @@ struct Row {
     price: String,
 }
 
-/// `$0.0001 per call`, `$0.0025 / $0.0100 per 1K input / output tokens`.
+/// `$0.0001 per call`, `$0.0025 / $0.0100 per 1K input / output tokens`,
+/// `…, cached input $0.0003`.
 fn price_of(entry: &ApiEntry) -> String {
     match PricingView::new(entry.spec.pricing) {
         PricingView::PerCall { price_usd, .. } => format!("${price_usd} per call"),
         PricingView::PerKiloTokens {
+            cached_input_price_usd,
             input_price_usd,
             output_price_usd,
             ..
-        } => format!("${input_price_usd} / ${output_price_usd} per 1K input / output tokens"),
+        } => {
+            let tokens =
+                format!("${input_price_usd} / ${output_price_usd} per 1K input / output tokens");
+            match cached_input_price_usd {
+                Some(cached) => format!("{tokens}, cached input ${cached}"),
+                None => tokens,
+            }
+        }
     }
 }
 

@@ -216,6 +216,9 @@ struct TaskPage {
     units: i64,
     input_tokens: String,
     output_tokens: String,
+    /// Shown only where the provider counted them.
+    cached_input_tokens: Option<i64>,
+    reasoning_tokens: Option<i64>,
     cost: String,
     metadata: String,
     idempotency_key: String,
@@ -269,6 +272,8 @@ pub async fn details(
         units: t.units,
         input_tokens: count(t.input_tokens),
         output_tokens: count(t.output_tokens),
+        cached_input_tokens: t.cached_input_tokens,
+        reasoning_tokens: t.reasoning_tokens,
         cost: format!("${}", Micros(t.cost_micros).to_usd_string()),
         metadata: pretty(&t.metadata),
         idempotency_key: t

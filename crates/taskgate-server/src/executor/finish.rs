@@ -55,6 +55,8 @@ impl Executor {
             units: usage.units,
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cached_input_tokens: usage.cached_input_tokens,
             cost_micros: cost,
             attempts: Attempts(attempts),
             completed_at,

@@ -305,14 +305,24 @@ fn finish_reason(output: &Map<String, Value>) -> &str {
     }
 }
 
+/// OpenAI's usage object: the details of the prompt's cached tokens and the
+/// completion's reasoning tokens appear only where the task knows them (as
+/// OpenAI leaves them out where it does not count them).
 fn usage(task: &TaskRecord) -> Value {
     let prompt = task.input_tokens.unwrap_or(0);
     let completion = task.output_tokens.unwrap_or(0);
-    json!({
+    let mut u = json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-    })
+    });
+    if let Some(cached) = task.cached_input_tokens {
+        u["prompt_tokens_details"] = json!({"cached_tokens": cached});
+    }
+    if let Some(reasoning) = task.reasoning_tokens {
+        u["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
+    }
+    u
 }
 
 /// The events of a streamed answer, as the task's output arrives.

@@ -16,8 +16,16 @@ struct Meta {
 #[derive(ToSchema, Serialize)]
 struct Usage {
     units: i64,
+    /// The whole input, its cached part included.
     input_tokens: Option<i64>,
+    /// The whole output, reasoning included.
     output_tokens: Option<i64>,
+    /// The part of `output_tokens` the model spent reasoning, where the
+    /// provider counts it; null when unknown.
+    reasoning_tokens: Option<i64>,
+    /// The part of `input_tokens` read from the provider's prompt cache,
+    /// billed at the API's cached input price; null when unknown.
+    cached_input_tokens: Option<i64>,
     /// Decimal USD with six decimals; test-mode and unsuccessful tasks cost nothing.
     #[schema(example = "0.000100")]
     cost_usd: String,
@@ -114,6 +122,9 @@ struct Pricing {
     price_usd: Option<String>,
     input_price_usd: Option<String>,
     output_price_usd: Option<String>,
+    /// Per 1K input tokens read from the provider's prompt cache; present
+    /// only where the API prices them (else they cost `input_price_usd`).
+    cached_input_price_usd: Option<String>,
 }
 
 #[derive(ToSchema, Serialize)]

@@ -14,18 +14,18 @@ use crate::utils::{Backend, TestApp, TestClient, both};
 const PASSWORD: &str = "violet kettle drums at noon";
 
 /// A browser of one person: its cookie, no automatic redirects.
-struct Browser {
+pub(crate) struct Browser {
     http: reqwest::Client,
     base: String,
     origin: String,
     cookie: Option<String>,
 }
 
-struct Page {
+pub(crate) struct Page {
     status: StatusCode,
     location: Option<String>,
     set_cookie: Option<String>,
-    text: String,
+    pub(crate) text: String,
 }
 
 impl Page {
@@ -90,7 +90,7 @@ impl Browser {
         }
     }
 
-    async fn get(&mut self, path: &str) -> Page {
+    pub(crate) async fn get(&mut self, path: &str) -> Page {
         let req = self.http.get(format!("{}{path}", self.base));
         self.send(req).await
     }
@@ -137,13 +137,13 @@ impl Browser {
     }
 }
 
-async fn user(app: &TestApp, account: &str, email: &str, role: &str) {
+pub(crate) async fn user(app: &TestApp, account: &str, email: &str, role: &str) {
     users::create_user(&*app.store, account, email, role, Some(PASSWORD.to_owned()))
         .await
         .expect("create user");
 }
 
-async fn signed_in(app: &TestApp, email: &str) -> Browser {
+pub(crate) async fn signed_in(app: &TestApp, email: &str) -> Browser {
     let mut b = Browser::new(app);
     let r = b.sign_in(email, PASSWORD).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);

@@ -22,4 +22,5 @@ mod secrets;
 mod streams;
 mod tasks;
 mod test_mode;
+mod token_usage;
 mod upstream;

@@ -237,7 +237,8 @@ async fn chat_through_the_gateway(backend: Backend) {
     // 19 × 0.0015/1000 + 10 × 0.002/1000 = 0.0000485 USD, half-up to micros.
     assert_eq!(
         t["usage"],
-        json!({"units": 1, "input_tokens": 19, "output_tokens": 10, "cost_usd": "0.000049"})
+        json!({"units": 1, "input_tokens": 19, "output_tokens": 10, "reasoning_tokens": null,
+               "cached_input_tokens": null, "cost_usd": "0.000049"})
     );
     let (path, headers, body) = fake.seen.lock()[0].clone();
     assert_eq!(path, "/v1/chat/completions");

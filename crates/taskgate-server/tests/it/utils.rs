@@ -72,6 +72,8 @@ pub struct Builder {
     backend: Backend,
     config: Config,
     plan: String,
+    /// Providers of the test's own, served beside the configuration's.
+    providers: Vec<Arc<dyn taskgate_providers::Provider>>,
 }
 
 impl TestApp {
@@ -96,6 +98,7 @@ impl TestApp {
             backend,
             config,
             plan: "enterprise".to_owned(),
+            providers: Vec::new(),
         }
     }
 
@@ -216,11 +219,18 @@ impl Builder {
         self
     }
 
+    /// Serves the APIs of `provider` too (a test's own, in the process).
+    pub fn provider(mut self, provider: impl taskgate_providers::Provider) -> Self {
+        self.providers.push(Arc::new(provider));
+        self
+    }
+
     pub async fn start(self) -> Option<TestApp> {
         let Builder {
             backend,
             mut config,
             plan,
+            providers,
         } = self;
         let unique = format!(
             "{}_{}",
@@ -272,14 +282,29 @@ impl Builder {
         let account_id = account["id"].as_str().unwrap().to_owned();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let clock = taskgate_core::Clock::adjustable();
-        let server = taskgate_server::start_with(
-            config.clone(),
-            store.clone(),
-            Some(listener),
-            std::sync::Arc::new(|_: &str| None),
-            clock.clone(),
-        )
-        .await
+        let env: taskgate_server::catalog::EnvLookup = Arc::new(|_: &str| None);
+        let server = if providers.is_empty() {
+            taskgate_server::start_with(
+                config.clone(),
+                store.clone(),
+                Some(listener),
+                env,
+                clock.clone(),
+            )
+            .await
+        } else {
+            let catalog =
+                taskgate_server::catalog::Catalog::from_config_with(&config, &env, providers)
+                    .expect("catalog");
+            taskgate_server::start_with_catalog(
+                config.clone(),
+                store.clone(),
+                Some(listener),
+                catalog,
+                clock.clone(),
+            )
+            .await
+        }
         .expect("server starts");
         let base = format!("http://{}", server.addr);
         let mut app = TestApp {

@@ -33,7 +33,8 @@ macro_rules! task_columns {
     () => {
         "id, account_id, mode, api, status, input, output, error, units, input_tokens, output_tokens, \
          cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, events, attempts, \
-         created_at, started_at, completed_at, runner, lease_until, reserved_micros"
+         created_at, started_at, completed_at, runner, lease_until, reserved_micros, \
+         reasoning_tokens, cached_input_tokens"
     };
 }
 pub(crate) use task_columns;
@@ -49,7 +50,7 @@ pub const GET_TASK_BY_ID: &str = concat!("SELECT ", task_columns!(), " FROM task
 pub const TASK_SUMMARY_COLUMNS: &str = "id, account_id, mode, api, status, CAST('' AS TEXT) AS input, \
      CAST(NULL AS TEXT) AS output, error, units, input_tokens, output_tokens, cost_micros, metadata, \
      key_id, idempotency_key, timeout_ms, sandbox, events, attempts, created_at, started_at, \
-     completed_at, runner, lease_until, reserved_micros";
+     completed_at, runner, lease_until, reserved_micros, reasoning_tokens, cached_input_tokens";
 
 /// An account's running tasks of one mode, everywhere: `$1` account, `$2`
 /// mode (partial index `tasks_running_lane`).
@@ -77,9 +78,9 @@ pub const PURGE_LIVE_TASKS: &str = "DELETE FROM tasks WHERE id IN (SELECT id FRO
 
 pub const INSERT_TASK: &str = "INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
-     events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) VALUES ($1, \
-     $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, \
-     $24, $25)";
+     events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros, \
+     reasoning_tokens, cached_input_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+     $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)";
 
 pub const UPSERT_SPEND: &str = "INSERT INTO account_spend (account_id, month, micros) VALUES ($1, $2, $3) \
      ON CONFLICT (account_id, month) DO UPDATE SET micros = account_spend.micros + excluded.micros";
@@ -131,7 +132,8 @@ pub struct Statements {
     /// `$5` event.
     pub claim: String,
     /// [`Transition::Succeed`]: `$1` id, `$2` status, `$3` output, `$4` error,
-    /// `$5`–`$8` usage and cost, `$9` attempts, `$10` completed at, `$11` event.
+    /// `$5`–`$8` usage and cost, `$9` attempts, `$10` completed at, `$11` event,
+    /// `$12` reasoning tokens, `$13` cached input tokens.
     pub succeed: String,
     /// [`Transition::Fail`], bound as `succeed`.
     pub fail: String,
@@ -158,6 +160,7 @@ impl Statements {
             format!(
                 "UPDATE tasks SET status = $2, output = $3, error = $4, units = $5, input_tokens = $6, \
                  output_tokens = $7, cost_micros = $8, attempts = $9, completed_at = $10, \
+                 reasoning_tokens = $12, cached_input_tokens = $13, \
                  lease_until = NULL, events = {} WHERE id = $1 AND {} \
                  RETURNING account_id, reserved_micros, created_at",
                 append(11),

@@ -267,6 +267,8 @@ fn end_row(
             &f.attempts,
             &f.completed_at,
             &f.event(),
+            &f.reasoning_tokens,
+            &f.cached_input_tokens,
         ],
     )?;
     let done: Option<(AccountId, i64, Timestamp)> = {
@@ -356,6 +358,8 @@ pub(super) fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreRe
             &t.runner,
             &t.lease_until,
             &t.reserved_micros,
+            &t.reasoning_tokens,
+            &t.cached_input_tokens,
         ],
     )?;
     stmt.raw_execute()?;
@@ -432,6 +436,8 @@ fn task_from_row(r: &rusqlite::Row<'_>) -> StoreResult<TaskRecord> {
         runner: column(r, 22)?,
         lease_until: column(r, 23)?,
         reserved_micros: column(r, 24)?,
+        reasoning_tokens: column(r, 25)?,
+        cached_input_tokens: column(r, 26)?,
     })
 }
 

@@ -220,6 +220,8 @@ pub fn finish(
         units: 3,
         input_tokens: Some(12),
         output_tokens: Some(4),
+        reasoning_tokens: Some(3),
+        cached_input_tokens: Some(8),
         cost_micros,
         attempts: Attempts(vec![local_attempt(completed_at - 1)]),
         completed_at: at(completed_at),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use taskgate_core::{
     AccountId, Attempt, AttemptOutcome, Attempts, Mode, RunnerId, TaskId, TaskStatus,
 };
-use taskgate_store::{Claim, Store};
+use taskgate_store::{Claim, Store, TaskFinish, TaskQuery};
 
 use crate::fixtures::{
     FEB, HOUR, MINUTE, T0, acct, at, ended_task, error_code, event_statuses, events, fetch, finish,
@@ -104,6 +104,8 @@ pub async fn finish_only_from_running(store: Arc<dyn Store>) {
     assert_eq!(finished.units, 3);
     assert_eq!(finished.input_tokens, Some(12));
     assert_eq!(finished.output_tokens, Some(4));
+    assert_eq!(finished.reasoning_tokens, Some(3));
+    assert_eq!(finished.cached_input_tokens, Some(8));
     assert_eq!(finished.cost_micros, 1_500);
     assert_eq!(finished.attempts, done.attempts);
     assert_eq!(finished.completed_at, Some(at(T0 + 20)));
@@ -817,4 +819,74 @@ pub async fn purge_of_one_mode_leaves_the_other(store: Arc<dyn Store>) {
     assert!(store.get_task_by_id(old_live).await.unwrap().is_none());
     assert!(store.get_task_by_id(old_live_2).await.unwrap().is_none());
     fetch(&*store, recent_test).await;
+}
+
+/// A task's usage counts, reasoning and cached input included, as each way
+/// of ending it writes them: a stored running task, a task stored already
+/// claimed, and a sync call's task (held back by SQLite until its end);
+/// counts a provider did not report stay unknown, not zero.
+pub async fn usage_counts_round_trip_every_way_a_task_ends(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let claimed = || {
+        task_of(acme.id, "live", "language")
+            .claimed(&runner("runner-1"), at(T0 + 1), at(T0 + MINUTE))
+            .unwrap()
+    };
+    let counted = TaskFinish {
+        input_tokens: Some(2_000),
+        output_tokens: Some(300),
+        reasoning_tokens: Some(256),
+        cached_input_tokens: Some(1_536),
+        ..finish("succeeded", 77, T0 + 20, Some(acme.id))
+    };
+    let unknown = TaskFinish {
+        reasoning_tokens: None,
+        cached_input_tokens: None,
+        ..counted.clone()
+    };
+
+    let stored = running_task(&*store, acme.id, "runner-1", T0 + 1, T0 + MINUTE).await;
+    let capped = claimed();
+    assert!(store.insert_running_capped(&capped, 10).await.unwrap());
+    let untold = claimed();
+    store.insert_task_unflushed(&untold).await.unwrap();
+    let bare = running_task(&*store, acme.id, "runner-1", T0 + 1, T0 + MINUTE).await;
+
+    for (t, f) in [
+        (&stored, &counted),
+        (&capped, &counted),
+        (&untold, &counted),
+        (&bare, &unknown),
+    ] {
+        assert!(store.finish_task(t.id, f).await.unwrap());
+        let got = fetch(&*store, t.id).await;
+        assert_eq!(
+            (
+                got.input_tokens,
+                got.output_tokens,
+                got.reasoning_tokens,
+                got.cached_input_tokens,
+                got.cost_micros,
+            ),
+            (
+                f.input_tokens,
+                f.output_tokens,
+                f.reasoning_tokens,
+                f.cached_input_tokens,
+                77,
+            ),
+            "{}",
+            t.id
+        );
+        // The list reads the same columns.
+        let listed = store
+            .list_tasks(&TaskQuery::new(acme.id, Mode::Live, 100))
+            .await
+            .unwrap();
+        let row = listed.iter().find(|r| r.id == t.id).expect("listed");
+        assert_eq!(
+            (row.reasoning_tokens, row.cached_input_tokens),
+            (f.reasoning_tokens, f.cached_input_tokens)
+        );
+    }
 }

@@ -21,6 +21,8 @@ pub async fn insert_and_get_scoped(store: Arc<dyn Store>) {
     full.units = 2;
     full.input_tokens = Some(1_234);
     full.output_tokens = Some(56);
+    full.reasoning_tokens = Some(40);
+    full.cached_input_tokens = Some(1_024);
     full.cost_micros = 9_007_199_254_740_993; // needs 64 bits
     full.idempotency_key = Some(idem("idem-1"));
     full.sandbox = Some(SandboxControls {

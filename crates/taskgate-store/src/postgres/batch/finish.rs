@@ -62,6 +62,8 @@ pub(super) async fn finish_many(
         .bind(column(list, |f| f.charge_account.map(|a| a.to_string())))
         .bind(column(list, |f| f.completed_at.month_key()))
         .bind(column(list, |_| text(&TaskStatus::Running)))
+        .bind(column(list, |f| f.reasoning_tokens))
+        .bind(column(list, |f| f.cached_input_tokens))
         .fetch_all(&mut *conn)
         .await?;
     Ok(ids.into_iter().map(|(id,)| id).collect())
@@ -81,12 +83,14 @@ pub(super) async fn finish_many(
 const FINISH_MANY: &str = "WITH ended AS (\
      UPDATE tasks SET status = u.status, output = u.output, error = u.error, units = u.units, \
      input_tokens = u.input_tokens, output_tokens = u.output_tokens, cost_micros = u.cost_micros, \
+     reasoning_tokens = u.reasoning_tokens, cached_input_tokens = u.cached_input_tokens, \
      attempts = u.attempts, completed_at = u.completed_at, lease_until = NULL, \
      events = (tasks.events::jsonb || jsonb_build_array(u.event::jsonb))::text \
      FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], \
      $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::text[], $13::text[], \
-     $14::text[]) AS u(id, status, output, error, units, input_tokens, output_tokens, cost_micros, \
-     attempts, completed_at, event, charge_account, charge_month, was) \
+     $14::text[], $15::bigint[], $16::bigint[]) AS u(id, status, output, error, units, input_tokens, \
+     output_tokens, cost_micros, attempts, completed_at, event, charge_account, charge_month, was, \
+     reasoning_tokens, cached_input_tokens) \
      WHERE tasks.id = u.id AND tasks.status = u.was \
      RETURNING tasks.id, tasks.account_id, tasks.reserved_micros, tasks.created_at, \
      u.charge_account, u.charge_month, u.cost_micros), \

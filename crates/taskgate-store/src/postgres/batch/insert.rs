@@ -54,6 +54,8 @@ pub(super) async fn insert_many(
     .bind(texts(tasks.iter().map(|t| t.runner.as_ref())))
     .bind(some_ints(|t| t.lease_until.map(Timestamp::unix_ms)))
     .bind(ints(|t| t.reserved_micros))
+    .bind(some_ints(|t| t.reasoning_tokens))
+    .bind(some_ints(|t| t.cached_input_tokens))
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -63,11 +65,13 @@ pub(super) async fn insert_many(
 macro_rules! insert_rows {
     ($where:literal) => { concat!("INSERT INTO tasks (id, account_id, mode, api, status, input, output, error, \
      units, input_tokens, output_tokens, cost_micros, metadata, key_id, idempotency_key, timeout_ms, sandbox, \
-     events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros) \
+     events, attempts, created_at, started_at, completed_at, runner, lease_until, reserved_micros, \
+     reasoning_tokens, cached_input_tokens) \
      SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
      $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], \
      $14::text[], $15::text[], $16::bigint[], $17::text[], $18::text[], $19::text[], $20::bigint[], \
-     $21::bigint[], $22::bigint[], $23::text[], $24::bigint[], $25::bigint[])", $where) };
+     $21::bigint[], $22::bigint[], $23::text[], $24::bigint[], $25::bigint[], $26::bigint[], \
+     $27::bigint[])", $where) };
 }
 
 /// [`crate::sql::INSERT_TASK`]'s columns, from one array each.
@@ -103,7 +107,8 @@ mod tests {
              input_tokens bigint, output_tokens bigint, cost_micros bigint, metadata text, \
              key_id text, idempotency_key text, timeout_ms bigint, sandbox text, events text, \
              attempts text, created_at bigint, started_at bigint, completed_at bigint, \
-             runner text, lease_until bigint, reserved_micros bigint)",
+             runner text, lease_until bigint, reserved_micros bigint, \
+             reasoning_tokens bigint, cached_input_tokens bigint)",
         )
         .execute(&mut conn)
         .await
