@@ -7,13 +7,14 @@
 //! wire protocols of the big AI API families over HTTP.
 
 pub mod builtin;
+pub mod chat;
 mod context;
 pub mod kinds;
 pub mod sandbox;
 pub mod schema;
 pub mod upstream;
 
-pub use context::{DeltaSink, ExecContext};
+pub use context::{DeltaSink, ExecContext, Piece};
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -79,10 +80,19 @@ impl ApiStatus {
 
 /// What a task consumed; the executor turns it into cost with the API's pricing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+///
+/// `input_tokens` is the whole input, its cached part included, whichever
+/// way the provider counts it; `cached_input_tokens` is that cached part
+/// (read from a cache, billed lower by the providers that cache).
+/// `output_tokens` is every generated token billed as output, reasoning
+/// included; `reasoning_tokens` is the reasoning part, where the provider
+/// counts it apart.
 pub struct Usage {
     pub units: i64,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    pub reasoning_tokens: Option<i64>,
+    pub cached_input_tokens: Option<i64>,
 }
 
 /// A successful execution.
@@ -160,6 +170,17 @@ impl ExecError {
     }
 }
 
+/// Something in a call's input that an API's provider cannot carry: the
+/// server answers `400 unsupported_parameter` with it before any upstream
+/// call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// Where in the input, e.g. `tool_choice` or `messages[2].content[1]`.
+    pub field: String,
+    /// Why, naming the provider that cannot carry it.
+    pub message: String,
+}
+
 /// A source of AI APIs.
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
@@ -179,6 +200,12 @@ pub trait Provider: Send + Sync + 'static {
         input: &Value,
         ctx: &mut ExecContext,
     ) -> Result<Execution, ExecError>;
+
+    /// What in a chat `input` this API's provider cannot carry, if anything.
+    /// An API served by several targets refuses what any of them cannot.
+    fn unsupported(&self, _api: &str, _input: &chat::ChatInput) -> Option<Unsupported> {
+        None
+    }
 
     /// The API's health as the catalog shows it.
     fn status(&self, _api: &str) -> ApiStatus {

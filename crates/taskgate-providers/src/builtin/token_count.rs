@@ -186,6 +186,7 @@ pub(super) fn compute(input: &Value) -> Result<Execution, ExecError> {
             units: 1,
             input_tokens: Some(count),
             output_tokens: None,
+            ..Usage::default()
         },
     })
 }

@@ -179,6 +179,7 @@ fn message_result(v: &Value, model: &str) -> Result<Execution, UpstreamError> {
             units: 1,
             input_tokens: count(&v["usage"], "input_tokens"),
             output_tokens: count(&v["usage"], "output_tokens"),
+            ..Usage::default()
         },
     })
 }

@@ -256,6 +256,7 @@ impl Answer {
                 units: 1,
                 input_tokens: n("promptTokenCount"),
                 output_tokens: output,
+                ..Usage::default()
             },
         })
     }

@@ -233,6 +233,7 @@ impl Adapter for Generic {
                 units: count(http, "units", &cx)?.unwrap_or(1),
                 input_tokens: count(http, "input_tokens", &cx)?,
                 output_tokens: count(http, "output_tokens", &cx)?,
+                ..Usage::default()
             },
         })
     }

@@ -379,18 +379,19 @@ fn finish_reason(f: Option<&str>) -> &'static str {
 }
 
 /// `usage` in OpenAI's shapes: `prompt_tokens`/`completion_tokens` (chat,
-/// embeddings) or `input_tokens`/`output_tokens` (images, audio).
-fn token_usage(u: &Value) -> Usage {
-    let get = |a: &str, b: &str| {
-        u.get(a)
-            .or_else(|| u.get(b))
-            .and_then(Value::as_i64)
-            .filter(|n| *n >= 0)
-    };
+/// embeddings) or `input_tokens`/`output_tokens` (images, audio). The
+/// prompt's count includes its cached part (`prompt_tokens_details.
+/// cached_tokens`) and the completion's its reasoning
+/// (`completion_tokens_details.reasoning_tokens`), as Taskgate counts them.
+pub(crate) fn token_usage(u: &Value) -> Usage {
+    let count = |v: Option<&Value>| v.and_then(Value::as_i64).filter(|n| *n >= 0);
+    let get = |a: &str, b: &str| count(u.get(a).or_else(|| u.get(b)));
     Usage {
         units: 1,
         input_tokens: get("prompt_tokens", "input_tokens"),
         output_tokens: get("completion_tokens", "output_tokens"),
+        reasoning_tokens: count(u.pointer("/completion_tokens_details/reasoning_tokens")),
+        cached_input_tokens: count(u.pointer("/prompt_tokens_details/cached_tokens")),
     }
 }
 

@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use taskgate_core::task::error_code;
 use taskgate_core::{AttemptOutcome, Attempts, Clock, Mode, SandboxOutcome, TaskId};
-use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock};
+use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock, Piece};
 use taskgate_store::{Claim, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +77,12 @@ impl Executor {
         let entry = self.catalog.get(task.api.as_str());
         if entry.is_some_and(|e| e.spec.kind == "chat") {
             let hub = self.streams.open(task.id);
-            ctx = ctx.stream_to(Arc::new(move |delta: &str| hub.push(delta)));
+            // Tool-call and reasoning pieces are not streamed to readers yet.
+            ctx = ctx.stream_to(Arc::new(move |piece: Piece| {
+                if let Piece::Text(delta) = piece {
+                    hub.push(&delta);
+                }
+            }));
         }
         let result = match entry {
             Some(entry) => {

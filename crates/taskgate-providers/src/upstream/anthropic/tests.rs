@@ -161,7 +161,8 @@ async fn a_message_is_normalized_with_its_usage() {
         Usage {
             units: 1,
             input_tokens: Some(40),
-            output_tokens: Some(6)
+            output_tokens: Some(6),
+            ..Usage::default()
         }
     );
     assert_eq!(ctx.attempts().len(), 1);
@@ -189,7 +190,8 @@ async fn a_stream_sends_its_deltas_in_order() {
         Usage {
             units: 1,
             input_tokens: Some(25),
-            output_tokens: Some(15)
+            output_tokens: Some(15),
+            ..Usage::default()
         }
     );
     let body = fake.seen(0).2;

@@ -155,7 +155,8 @@ async fn an_answer_is_normalized_with_its_usage() {
         Usage {
             units: 1,
             input_tokens: Some(4),
-            output_tokens: Some(42)
+            output_tokens: Some(42),
+            ..Usage::default()
         }
     );
     assert_eq!(ctx.attempts().len(), 1);
@@ -195,7 +196,8 @@ async fn a_stream_sends_its_deltas_in_order() {
         Usage {
             units: 1,
             input_tokens: Some(8),
-            output_tokens: Some(4)
+            output_tokens: Some(4),
+            ..Usage::default()
         }
     );
 }
@@ -334,7 +336,8 @@ async fn one_text_is_embedded_with_embed_content() {
         Usage {
             units: 1,
             input_tokens: None,
-            output_tokens: None
+            output_tokens: None,
+            ..Usage::default()
         }
     );
     let (uri, headers, body) = fake.seen(0);

@@ -516,7 +516,8 @@ async fn a_synchronous_service_is_mapped_into_the_kind() {
         Usage {
             units: 1,
             input_tokens: Some(5),
-            output_tokens: None
+            output_tokens: None,
+            ..Usage::default()
         }
     );
     let (headers, body) = seen.lock().clone().unwrap();
