@@ -95,7 +95,7 @@ async fn chat_request_and_answer_are_normalized() {
     let x = r.unwrap();
     assert_eq!(
         x.output,
-        json!({"text": "Hello there", "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
+        json!({"text": "Hello there", "tool_calls": [], "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
     );
     assert_eq!(
         (x.usage.input_tokens, x.usage.output_tokens),
