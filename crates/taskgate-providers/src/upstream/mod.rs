@@ -388,21 +388,27 @@ impl Provider for Upstream {
     }
 
     /// The schema-derived simulation, made to read as an ordinary answer of
-    /// its kind: the model the API is configured with, and a chat reply that
-    /// simply stopped (a simulated `tool_calls` or `content_filter` would
-    /// send a client down a path the input never asked for).
+    /// its kind: the model the API is configured with, and for chat a reply
+    /// that follows the input (a call of the forced tool, JSON for a JSON
+    /// format) or else simply stopped (a simulated `tool_calls` or
+    /// `content_filter` would send a client down a path the input never
+    /// asked for).
     async fn sandbox(&self, api: &ApiSpec, input: &Value) -> Result<Execution, ExecError> {
-        let mut x = crate::sandbox::simulate(api, input);
-        if let (Some(route), Some(output)) = (self.routes.get(&api.slug), x.output.as_object_mut())
+        let route = self.routes.get(&api.slug);
+        let model = route
+            .and_then(|r| r.groups.first())
+            .and_then(|g| g.first())
+            .map(|t| t.model.clone());
+        if let (Some(route), Some(model)) = (route, &model)
+            && route.kind == Kind::Chat
         {
-            if let Some(target) = route.groups.first().and_then(|g| g.first())
-                && output.contains_key("model")
-            {
-                output.insert("model".to_owned(), Value::String(target.model.clone()));
-            }
-            if route.kind == Kind::Chat {
-                output.insert("finish_reason".to_owned(), Value::String("stop".to_owned()));
-            }
+            return Ok(crate::sandbox::chat::simulate_chat(api, input, model));
+        }
+        let mut x = crate::sandbox::simulate(api, input);
+        if let (Some(model), Some(output)) = (model, x.output.as_object_mut())
+            && output.contains_key("model")
+        {
+            output.insert("model".to_owned(), Value::String(model));
         }
         Ok(x)
     }

@@ -232,7 +232,7 @@ async fn chat_through_the_gateway(backend: Backend) {
     assert_eq!(t["status"], "succeeded", "{}", r.text);
     assert_eq!(
         t["output"],
-        json!({"text": "Hello!", "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
+        json!({"text": "Hello!", "tool_calls": [], "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
     );
     // 19 × 0.0015/1000 + 10 × 0.002/1000 = 0.0000485 USD, half-up to micros.
     assert_eq!(
