@@ -724,7 +724,11 @@ async fn one_chat_interface_over_three_provider_families(backend: Backend) {
         assert_eq!(t["output"]["text"], text);
         assert_eq!(t["output"]["finish_reason"], "stop");
         let keys: Vec<&String> = t["output"].as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["finish_reason", "model", "text"], "{slug}");
+        assert_eq!(
+            keys,
+            ["finish_reason", "model", "text", "tool_calls"],
+            "{slug}"
+        );
         assert_eq!(t["usage"]["cost_usd"], cost, "{slug}");
         let api = c.get(&format!("apis/{slug}")).await.expect(200);
         schemas.push((
