@@ -79,7 +79,7 @@ pub fn input() -> Value {
                 ]
             },
             "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000,
-                           "description": "Most tokens to generate."},
+                           "description": "Most tokens to generate for the answer; with `reasoning`, the reasoning's budget comes on top."},
             "temperature": {"type": "number", "minimum": 0, "maximum": 2},
             "top_p": {"type": "number", "minimum": 0, "maximum": 1},
             "stop": {"type": "array", "maxItems": 4, "items": {"type": "string", "minLength": 1}},

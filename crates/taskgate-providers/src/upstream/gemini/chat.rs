@@ -13,7 +13,7 @@
 //! | `tool_choice` auto / none / required / `{name}` | `toolConfig.functionCallingConfig.mode` AUTO / NONE / ANY / ANY with `allowedFunctionNames:[name]` |
 //! | `parallel_tool_calls: false` | unsupported (Gemini has no such switch); `true` is Gemini's way already |
 //! | `response_format` json_object / json_schema | `generationConfig.responseMimeType:"application/json"` (+ `responseJsonSchema`) |
-//! | `reasoning` | `generationConfig.thinkingConfig:{thinkingBudget, includeThoughts:true}` |
+//! | `reasoning` | `generationConfig.thinkingConfig:{thinkingBudget, includeThoughts:true}`; `maxOutputTokens` (which counts thoughts) is then `max_tokens` plus the budget |
 //! | `max_tokens`, `temperature`, `top_p`, `stop` | `generationConfig.maxOutputTokens`, `temperature`, `topP`, `stopSequences` |
 //!
 //! | Gemini answer | normalized |
@@ -148,7 +148,10 @@ pub(crate) fn request_body(input: &ChatInput) -> Value {
         config.insert(k.to_owned(), v);
     };
     if let Some(n) = input.max_tokens {
-        set("maxOutputTokens", json!(n));
+        // `max_tokens` is the answer's: Gemini counts thoughts in
+        // `maxOutputTokens`, so the thinking budget comes on top.
+        let budget = input.reasoning.map_or(0, |r| r.budget_tokens());
+        set("maxOutputTokens", json!(n + budget));
     }
     if let Some(t) = input.temperature {
         set("temperature", json!(t));

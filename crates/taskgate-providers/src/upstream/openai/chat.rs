@@ -14,7 +14,7 @@
 //! | `tool_choice` `auto` / `none` / `required` / `{name}` | the same strings / `{type:"function", function:{name}}` |
 //! | `parallel_tool_calls` | the same |
 //! | `response_format` text / json_object / json_schema | `{type:"text"}` / `{type:"json_object"}` / `{type:"json_schema", json_schema:{name, schema, strict}}` |
-//! | `reasoning` | `reasoning_effort` (a budget becomes the nearest effort); `max_tokens` is then sent as `max_completion_tokens`, the only one reasoning models take |
+//! | `reasoning` | `reasoning_effort` (a budget becomes the nearest effort); `max_tokens` is then sent as `max_completion_tokens` (the only one reasoning models take), the reasoning's budget added since it counts reasoning too |
 //! | `max_tokens`, `temperature`, `top_p`, `stop` | the same |
 //!
 //! | OpenAI answer | normalized |
@@ -124,13 +124,12 @@ pub(crate) fn request_body(input: &ChatInput, model: &str, stream: bool) -> Valu
     if let Some(r) = input.reasoning {
         body["reasoning_effort"] = json!(r.effort().as_str());
     }
-    if let Some(n) = input.max_tokens {
-        let key = if input.reasoning.is_some() {
-            "max_completion_tokens"
-        } else {
-            "max_tokens"
-        };
-        body[key] = json!(n);
+    match (input.max_tokens, input.reasoning) {
+        (Some(n), None) => body["max_tokens"] = json!(n),
+        // `max_tokens` is the answer's: the reasoning's budget comes on top,
+        // as reasoning models count both in `max_completion_tokens`.
+        (Some(n), Some(r)) => body["max_completion_tokens"] = json!(n + r.budget_tokens()),
+        (None, _) => {}
     }
     if let Some(t) = input.temperature {
         body["temperature"] = json!(t);

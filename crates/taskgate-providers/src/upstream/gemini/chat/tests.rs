@@ -87,7 +87,7 @@ fn tools_choices_formats_and_reasoning_map_to_their_fields() {
     );
     assert_eq!(
         b["generationConfig"],
-        json!({"maxOutputTokens": 10, "temperature": 0.2, "topP": 0.9, "stopSequences": ["END"],
+        json!({"maxOutputTokens": 10 + 1024, "temperature": 0.2, "topP": 0.9, "stopSequences": ["END"],
                "responseMimeType": "application/json", "responseJsonSchema": {"type": "object"},
                "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": true}})
     );

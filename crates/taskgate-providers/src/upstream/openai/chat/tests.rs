@@ -90,7 +90,7 @@ fn tools_choices_formats_and_reasoning_map_to_their_fields() {
     );
     let b = body(json!({"messages": user, "reasoning": {"effort": "high"}, "max_tokens": 50}));
     assert_eq!(b["reasoning_effort"], "high");
-    assert_eq!(b["max_completion_tokens"], 50);
+    assert_eq!(b["max_completion_tokens"], 50 + 16384);
     assert!(b.get("max_tokens").is_none());
     let b = body(json!({"messages": user, "reasoning": {"max_tokens": 3000}}));
     assert_eq!(b["reasoning_effort"], "medium");
