@@ -296,7 +296,8 @@ impl ChatInput {
                 }
             }
         }
-        let parsed: ChatInput = match serde_json::from_value(input.clone()) {
+        // From the borrowed value: an input of inline files is not copied twice.
+        let parsed = match ChatInput::deserialize(input) {
             Ok(p) => p,
             Err(e) => {
                 violations.push(violation(String::new(), e.to_string()));

@@ -26,6 +26,7 @@
 //! | `usage.prompt_tokens` (cached part included) / `prompt_tokens_details.cached_tokens` | `input_tokens` / `cached_input_tokens` |
 //! | `usage.completion_tokens` (reasoning included) / `completion_tokens_details.reasoning_tokens` | `output_tokens` / `reasoning_tokens` |
 //! | streamed `delta.content` / `delta.reasoning_content` | text / reasoning pieces |
+//! | streamed `delta.refusal` | text pieces, finish `content_filter` |
 //! | streamed `delta.tool_calls[{index, id?, function:{name?, arguments?}}]` | tool-call pieces, assembled by index |
 
 use serde_json::{Value, json};
@@ -313,6 +314,7 @@ pub(crate) struct Streamed {
     reasoning: String,
     calls: ToolCallPieces,
     finish: Option<String>,
+    refused: bool,
     model: Option<String>,
     usage: Option<Usage>,
 }
@@ -330,6 +332,16 @@ impl Streamed {
                 ctx.piece(Piece::Reasoning(r.to_owned()));
             }
             if let Some(t) = delta.get("content").and_then(Value::as_str) {
+                self.text.push_str(t);
+                ctx.delta(t);
+            }
+            // A refusal streams in place of the content.
+            if let Some(t) = delta
+                .get("refusal")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                self.refused = true;
                 self.text.push_str(t);
                 ctx.delta(t);
             }
@@ -370,9 +382,13 @@ impl Streamed {
     }
 
     pub fn finish(self, input: &ChatInput, model: &str) -> Result<Execution, UpstreamError> {
+        let finish = match finish_reason(self.finish.as_deref()) {
+            FinishReason::Stop if self.refused => FinishReason::ContentFilter,
+            other => other,
+        };
         let mut out = ChatOutput::new(
             self.text,
-            finish_reason(self.finish.as_deref()),
+            finish,
             self.model.unwrap_or_else(|| model.to_owned()),
         );
         out.tool_calls = self.calls.finish().map_err(invalid)?;

@@ -329,3 +329,27 @@ async fn the_route_refuses_what_a_target_cannot_carry_before_any_call() {
     assert_eq!(r.unwrap_err().code, "unsupported_parameter");
     assert_eq!(fake.requests(), 0);
 }
+
+#[tokio::test]
+async fn a_streamed_refusal_is_the_text_and_a_content_filter() {
+    let (_fake, base) = Fake::start(vec![sse(&[
+        chunk(
+            json!({"role": "assistant", "content": null, "refusal": ""}),
+            None,
+        ),
+        chunk(json!({"refusal": "I can't "}), None),
+        chunk(json!({"refusal": "help."}), None),
+        chunk(json!({}), Some("stop")),
+    ])])
+    .await;
+    let u = upstream(
+        &[("oa", provider(Protocol::Openai, &base))],
+        vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
+    );
+    let input = json!({"messages": [{"role": "user", "content": "x"}]});
+    let x = run(&u, "chat", input).await.0.unwrap();
+    assert_eq!(
+        (&x.output["text"], &x.output["finish_reason"]),
+        (&json!("I can't help."), &json!("content_filter"))
+    );
+}
