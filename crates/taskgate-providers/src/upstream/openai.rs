@@ -34,7 +34,7 @@ impl OpenAi {
         };
         let stream = self.conn.stream;
         let mut body = chat::request_body(input, call.model, stream);
-        merge_options(&mut body, chat::options(input).as_ref());
+        merge_options(&mut body, input.options.clone().map(Value::Object).as_ref());
         let rb = self.conn.json(Method::POST, "/chat/completions", body);
         if !stream {
             let v = self.conn.send_json(rb).await?;

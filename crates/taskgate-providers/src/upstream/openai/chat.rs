@@ -403,10 +403,5 @@ impl Streamed {
     }
 }
 
-/// The `options` object of a chat input, for `merge_options`.
-pub(crate) fn options(input: &ChatInput) -> Option<Value> {
-    input.options.clone().map(Value::Object)
-}
-
 #[cfg(test)]
 mod tests;
