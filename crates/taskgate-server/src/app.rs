@@ -133,17 +133,20 @@ pub async fn start_with(
         )),
         None => None,
     };
-    let executor = Executor::start_with_clock(
-        store.clone(),
-        catalog.clone(),
+    let settings = executor::Settings {
         runner,
-        executor::Workers {
+        workers: executor::Workers {
             live: config.workers,
             test: config.test_workers(),
         },
-        config.plans.clone(),
+        plans: config.plans.clone(),
+        lease: Duration::from_millis(config.task_lease_ms),
+    };
+    let executor = Executor::start(
+        store.clone(),
+        catalog.clone(),
+        settings,
         redis.clone(),
-        Duration::from_millis(config.task_lease_ms),
         clock.clone(),
     )
     .await?;

@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use serde_json::Value;
 use taskgate_core::{
     AccountId, AccountStatus, ApiList, ApiSlug, Email, KeyId, KeyType, Micros, Role, Scope,
-    UserStatus,
+    Timestamp, UserStatus,
 };
 use taskgate_server::Config;
 use taskgate_server::service::Actor;
@@ -184,7 +184,7 @@ pub async fn create_key(store: &dyn Store, flags: NewKeyFlags<'_>) -> anyhow::Re
         apis,
         expires_in_ms: flags.expires_in_ms,
     };
-    let made = keys::create(store, OPERATOR, account, new)
+    let made = keys::create(store, OPERATOR, account, new, Timestamp::now())
         .await
         .map_err(key_error)?;
     Ok(json_of(KeyView::created(&made)))
@@ -198,7 +198,7 @@ pub async fn list_keys(store: &dyn Store, account: &str) -> anyhow::Result<Value
 }
 
 pub async fn revoke_key(store: &dyn Store, id: &str) -> anyhow::Result<Value> {
-    let key = keys::revoke(store, OPERATOR, key_id(id)?)
+    let key = keys::revoke(store, OPERATOR, key_id(id)?, Timestamp::now())
         .await
         .map_err(key_error)?;
     Ok(key_json(&key))
@@ -206,7 +206,7 @@ pub async fn revoke_key(store: &dyn Store, id: &str) -> anyhow::Result<Value> {
 
 /// A new key like the old one; the old one lives on for `grace_ms`.
 pub async fn roll_key(store: &dyn Store, id: &str, grace_ms: i64) -> anyhow::Result<Value> {
-    let rolled = keys::roll(store, OPERATOR, key_id(id)?, grace_ms)
+    let rolled = keys::roll(store, OPERATOR, key_id(id)?, grace_ms, Timestamp::now())
         .await
         .map_err(key_error)?;
     Ok(json_of(KeyView::rolled(&rolled)))
@@ -317,7 +317,7 @@ fn user_error(e: UserError, who: &str) -> anyhow::Error {
 
 /// The first start's account and keys, if the store was empty.
 pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Option<FirstStart>> {
-    accounts::bootstrap(store, config)
+    accounts::bootstrap(store, config, Timestamp::now())
         .await
         .map_err(account_error)
 }

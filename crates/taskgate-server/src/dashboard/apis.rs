@@ -226,7 +226,8 @@ pub async fn try_it(
         Err(e) => return again(format!("The input is not JSON: {e}.")),
     };
     let actor = Actor::User(&session.user);
-    let key = match keys::try_it_key(&*app.store, actor, session.account.id).await {
+    let key = match keys::try_it_key(&*app.store, actor, session.account.id, app.clock.now()).await
+    {
         Ok(k) => k,
         Err(e) => {
             return match words::key_error(e) {

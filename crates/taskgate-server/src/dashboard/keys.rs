@@ -306,7 +306,7 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
         expires_in_ms,
     };
     let actor = Actor::User(&session.user);
-    match keys::create(&*app.store, actor, session.account.id, new).await {
+    match keys::create(&*app.store, actor, session.account.id, new, app.clock.now()).await {
         Ok(made) => render(&SecretPage {
             chrome: session.chrome("/dashboard/keys", test),
             title: "Key created".to_owned(),
@@ -407,7 +407,14 @@ pub async fn revoke(
     if !session.user.role.manages_account() {
         return forbidden_to_members();
     }
-    if let Err(e) = keys::revoke(&*app.store, Actor::User(&session.user), key.id).await {
+    if let Err(e) = keys::revoke(
+        &*app.store,
+        Actor::User(&session.user),
+        key.id,
+        app.clock.now(),
+    )
+    .await
+    {
         return match words::key_error(e) {
             Ok(message) => super::pages::error_page(StatusCode::CONFLICT, &message),
             Err(e) => store_error(e),
@@ -442,7 +449,15 @@ pub async fn roll(
     let Some(grace) = period_ms(&form.grace) else {
         return super::session::bad_form();
     };
-    match keys::roll(&*app.store, Actor::User(&session.user), key.id, grace).await {
+    match keys::roll(
+        &*app.store,
+        Actor::User(&session.user),
+        key.id,
+        grace,
+        app.clock.now(),
+    )
+    .await
+    {
         Ok(new) => render(&SecretPage {
             chrome: session.chrome("/dashboard/keys", key.mode == Mode::Test),
             title: "Key rolled".to_owned(),
@@ -454,7 +469,7 @@ pub async fn roll(
                 if grace == 0 {
                     "stopped working now".to_owned()
                 } else {
-                    format!("works until {}", when(Timestamp::now().plus_ms(grace)))
+                    format!("works until {}", when(new.key.created_at.plus_ms(grace)))
                 }
             )),
         }),

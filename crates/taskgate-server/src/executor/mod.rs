@@ -103,41 +103,33 @@ pub struct Executor {
     tracker: TaskTracker,
 }
 
+/// How an executor runs, from the configuration.
+pub struct Settings {
+    /// This instance's name on the tasks it claims.
+    pub runner: RunnerId,
+    pub workers: Workers,
+    /// Each plan's caps of an account's running tasks.
+    pub plans: BTreeMap<PlanName, PlanLimits>,
+    /// How long a claim holds without renewal.
+    pub lease: Duration,
+}
+
 impl Executor {
+    /// Ends the tasks a previous stop of this runner left running, and starts
+    /// dispatching; the time is read from `clock` (tests move it).
     pub async fn start(
         store: Arc<dyn Store>,
         catalog: Arc<Catalog>,
-        runner: RunnerId,
-        workers: Workers,
-        plans: BTreeMap<PlanName, PlanLimits>,
+        settings: Settings,
         redis: Option<Arc<crate::redis::Redis>>,
-        lease: Duration,
+        clock: Clock,
     ) -> anyhow::Result<Arc<Self>> {
-        Self::start_with_clock(
-            store,
-            catalog,
+        let Settings {
             runner,
             workers,
             plans,
-            redis,
             lease,
-            Clock::system(),
-        )
-        .await
-    }
-
-    /// [`Executor::start`], reading the time from `clock` (tests move it).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn start_with_clock(
-        store: Arc<dyn Store>,
-        catalog: Arc<Catalog>,
-        runner: RunnerId,
-        workers: Workers,
-        plans: BTreeMap<PlanName, PlanLimits>,
-        redis: Option<Arc<crate::redis::Redis>>,
-        lease: Duration,
-        clock: Clock,
-    ) -> anyhow::Result<Arc<Self>> {
+        } = settings;
         let interrupted = store.interrupt_expired(clock.now(), Some(&runner)).await?;
         if !interrupted.is_empty() {
             tracing::warn!(

@@ -175,10 +175,11 @@ pub struct FirstStart {
 pub const DEFAULT_ACCOUNT_NAME: &str = "default";
 
 /// First start: an empty store gets the `default` account and a live and a
-/// test key. `None` when the store has an account already.
+/// test key, made at `now`. `None` when the store has an account already.
 pub async fn bootstrap(
     store: &dyn Store,
     config: &Config,
+    now: Timestamp,
 ) -> Result<Option<FirstStart>, AccountError> {
     if store.count_accounts().await? > 0 {
         return Ok(None);
@@ -201,6 +202,7 @@ pub async fn bootstrap(
         Actor::Operator,
         account.id,
         key(KeyType::Live, "default live key"),
+        now,
     )
     .await?;
     let test = keys::create(
@@ -208,6 +210,7 @@ pub async fn bootstrap(
         Actor::Operator,
         account.id,
         key(KeyType::Test, "default test key"),
+        now,
     )
     .await?;
     Ok(Some(FirstStart {

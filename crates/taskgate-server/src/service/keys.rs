@@ -66,11 +66,13 @@ pub struct RolledKey {
     pub rolled_from: KeyId,
 }
 
+/// A new key of `account`, made at `now` (its lifetime counts from then).
 pub async fn create(
     store: &dyn Store,
     actor: Actor<'_>,
     account: AccountId,
     new: NewKey,
+    now: Timestamp,
 ) -> Result<CreatedKey, KeyError> {
     if !actor.sees(account) {
         return Err(KeyError::AccountNotFound(account));
@@ -108,7 +110,6 @@ pub async fn create(
     if new.expires_in_ms.is_some_and(|ms| ms <= 0) {
         return Err(KeyError::BadLifetime);
     }
-    let now = Timestamp::now();
     let secret = ApiKeySecret::generate(new.key_type);
     let key = KeyRecord {
         id: KeyId::new(),
@@ -198,23 +199,31 @@ pub async fn get(store: &dyn Store, actor: Actor<'_>, id: KeyId) -> Result<KeyRe
         .ok_or(KeyError::NotFound(id))
 }
 
-pub async fn revoke(store: &dyn Store, actor: Actor<'_>, id: KeyId) -> Result<KeyRecord, KeyError> {
+/// Revokes the key `id` at `now`.
+pub async fn revoke(
+    store: &dyn Store,
+    actor: Actor<'_>,
+    id: KeyId,
+    now: Timestamp,
+) -> Result<KeyRecord, KeyError> {
     let key = get(store, actor, id).await?;
     if !actor.manages(key.account_id) {
         return Err(KeyError::Forbidden);
     }
     store
-        .revoke_key(id, Timestamp::now())
+        .revoke_key(id, now)
         .await?
         .ok_or(KeyError::NotFound(id))
 }
 
-/// A new key like the old one, which lives on for `grace_ms`.
+/// A new key like the old one, made at `now`; the old one lives on for
+/// `grace_ms` from then.
 pub async fn roll(
     store: &dyn Store,
     actor: Actor<'_>,
     id: KeyId,
     grace_ms: i64,
+    now: Timestamp,
 ) -> Result<RolledKey, KeyError> {
     let old = get(store, actor, id).await?;
     if !actor.manages(old.account_id) {
@@ -223,7 +232,6 @@ pub async fn roll(
     if old.revoked_at.is_some() {
         return Err(KeyError::Revoked(id));
     }
-    let now = Timestamp::now();
     if old.expires_at.is_some_and(|t| t <= now) {
         return Err(KeyError::Expired(id));
     }
@@ -259,9 +267,9 @@ pub async fn try_it_key(
     store: &dyn Store,
     actor: Actor<'_>,
     account: AccountId,
+    now: Timestamp,
 ) -> Result<KeyRecord, KeyError> {
     let keys = list(store, actor, account).await?;
-    let now = Timestamp::now();
     if let Some(k) = keys
         .into_iter()
         .find(|k| k.key_type == KeyType::Test && k.state_at(now) == KeyState::Active)
@@ -277,7 +285,7 @@ pub async fn try_it_key(
     };
     // Made for the account by the dashboard itself, not by the actor (a
     // member may try APIs without managing keys).
-    Ok(create(store, Actor::Operator, account, new).await?.key)
+    Ok(create(store, Actor::Operator, account, new, now).await?.key)
 }
 
 #[cfg(test)]
@@ -326,9 +334,15 @@ mod tests {
         let other = accounts::create(t.store(), &t.app.config, Actor::Operator, new)
             .await
             .unwrap();
-        create(t.store(), Actor::Operator, other.id, live("theirs"))
-            .await
-            .unwrap();
+        create(
+            t.store(),
+            Actor::Operator,
+            other.id,
+            live("theirs"),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
         let owner = user(&t, t.account.id, "o@example.com", Role::Owner).await;
         let member = user(&t, t.account.id, "m@example.com", Role::Member).await;
         let admin = user(&t, t.account.id, "a@example.com", Role::Admin).await;
@@ -395,7 +409,7 @@ mod tests {
         let mut made = Vec::new();
         for name in ["one", "two", "three"] {
             made.push(
-                create(t.store(), Actor::Operator, a, live(name))
+                create(t.store(), Actor::Operator, a, live(name), Timestamp::now())
                     .await
                     .unwrap()
                     .key,
@@ -405,10 +419,10 @@ mod tests {
             key_type: KeyType::Test,
             ..live("test")
         };
-        create(t.store(), Actor::Operator, a, test_key)
+        create(t.store(), Actor::Operator, a, test_key, Timestamp::now())
             .await
             .unwrap();
-        revoke(t.store(), Actor::Operator, made[0].id)
+        revoke(t.store(), Actor::Operator, made[0].id, Timestamp::now())
             .await
             .unwrap();
 

@@ -28,7 +28,7 @@ use std::net::IpAddr;
 
 use rand::RngCore;
 use taskgate_core::user::password_problem;
-use taskgate_core::{Email, Timestamp, UserStatus};
+use taskgate_core::{Email, UserStatus};
 use taskgate_store::{Account, SessionRecord, StoreError, UserRecord};
 
 use super::Actor;
@@ -216,7 +216,7 @@ pub async fn sign_in(
         let _ = app.store.delete_session(&old.hash()).await;
     }
     let token = start(app, &user).await?;
-    if let Err(e) = app.store.record_sign_in(user.id, Timestamp::now()).await {
+    if let Err(e) = app.store.record_sign_in(user.id, app.clock.now()).await {
         tracing::warn!(error = %e, "dashboard: cannot record a sign-in");
     }
     Ok(Started { token, user })

@@ -109,14 +109,18 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         &HashSet::new(),
     )
     .unwrap();
+    let settings = taskgate_server::executor::Settings {
+        runner: RunnerId::parse("panic-test").unwrap(),
+        workers: taskgate_server::executor::Workers { live: 1, test: 1 },
+        plans: Default::default(),
+        lease: std::time::Duration::from_secs(30),
+    };
     let executor = Executor::start(
         store.clone(),
         Arc::new(catalog),
-        RunnerId::parse("panic-test").unwrap(),
-        taskgate_server::executor::Workers { live: 1, test: 1 },
-        Default::default(),
+        settings,
         None,
-        std::time::Duration::from_secs(30),
+        taskgate_core::Clock::system(),
     )
     .await
     .unwrap();

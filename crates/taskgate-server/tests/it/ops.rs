@@ -3,7 +3,7 @@
 //! The tests give well-formed values, so the parsing here only unwraps.
 
 use serde_json::Value;
-use taskgate_core::{AccountId, ApiList, ApiSlug, KeyId, KeyType, Micros, UserStatus};
+use taskgate_core::{AccountId, ApiList, ApiSlug, KeyId, KeyType, Micros, Timestamp, UserStatus};
 use taskgate_server::Config;
 use taskgate_server::service::users::UserRef;
 use taskgate_server::service::{Actor, accounts, keys, users as users_service};
@@ -89,7 +89,7 @@ pub mod admin {
             }),
             expires_in_ms: new.expires_in_ms,
         };
-        let made = keys::create(store, Actor::Operator, account, new)
+        let made = keys::create(store, Actor::Operator, account, new, Timestamp::now())
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(KeyView::created(&made)))
@@ -107,7 +107,7 @@ pub mod admin {
 
     pub async fn revoke_key(store: &dyn Store, id: &str) -> Result<Value> {
         let id = KeyId::parse(id).map_err(|e| e.to_string())?;
-        let k = keys::revoke(store, Actor::Operator, id)
+        let k = keys::revoke(store, Actor::Operator, id, Timestamp::now())
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(KeyView::new(&k)))
@@ -115,7 +115,7 @@ pub mod admin {
 
     pub async fn roll_key(store: &dyn Store, id: &str, grace_ms: i64) -> Result<Value> {
         let id = KeyId::parse(id).map_err(|e| e.to_string())?;
-        let rolled = keys::roll(store, Actor::Operator, id, grace_ms)
+        let rolled = keys::roll(store, Actor::Operator, id, grace_ms, Timestamp::now())
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(KeyView::rolled(&rolled)))
