@@ -9,6 +9,7 @@ mod call;
 mod cancel;
 mod catalog;
 mod chaos;
+mod chat_checks;
 mod dashboard;
 mod envelope;
 mod hardening;
