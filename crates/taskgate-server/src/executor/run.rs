@@ -204,6 +204,21 @@ async fn execute(
             }
             ctx.delta(word);
         }
+        // Then its tool calls, each whole in one fragment (as Gemini sends
+        // them), so a test key's stream has the shape a live one has.
+        let calls = x.output.get("tool_calls").and_then(Value::as_array);
+        for (index, call) in calls.into_iter().flatten().enumerate() {
+            let text = |k: &str| call.get(k).and_then(Value::as_str).map(str::to_owned);
+            ctx.piece(Piece::ToolCall {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                id: text("id"),
+                name: text("name"),
+                arguments: call
+                    .get("arguments")
+                    .map(Value::to_string)
+                    .unwrap_or_default(),
+            });
+        }
         if streamed && !pause.is_zero() {
             clock.sleep(pause).await;
         }

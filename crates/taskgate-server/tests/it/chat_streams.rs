@@ -287,3 +287,41 @@ async fn pieces_stream_across_instances_through_redis_in_order() {
     b.stop().await.unwrap();
     a.stop().await;
 }
+
+async fn a_test_key_streams_its_simulated_tool_call(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| family_api_streaming(c, "chat", Protocol::Anthropic, &base, true))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.test);
+    let r = c
+        .call(
+            json!({"api": "chat", "mode": "async", "sandbox": {"delay_ms": 1500}, "input": {
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [weather_tool()], "tool_choice": {"name": "get_weather"}}}),
+        )
+        .await
+        .expect(202);
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    let (events, _) = read_events(&c, &id).await;
+    let done = &events.last().unwrap().1;
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|(e, _)| e == "tool_call")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(calls.len(), 1, "{events:?}");
+    let expected = &done["output"]["tool_calls"][0];
+    assert_eq!(calls[0]["index"], 0);
+    assert_eq!(calls[0]["id"], expected["id"]);
+    assert_eq!(calls[0]["name"], "get_weather");
+    let args: Value = serde_json::from_str(calls[0]["arguments_delta"].as_str().unwrap()).unwrap();
+    assert_eq!(&args, &expected["arguments"]);
+    assert_eq!(fake.requests(), 0);
+    app.stop().await;
+}
+both!(a_test_key_streams_its_simulated_tool_call);
