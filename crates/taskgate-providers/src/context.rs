@@ -7,8 +7,26 @@ use std::time::{Duration, Instant};
 
 use crate::{Attempt, AttemptOutcome, LocalClock};
 
-/// Receives a streaming API's output as it is generated (text deltas).
-pub type DeltaSink = Arc<dyn Fn(&str) + Send + Sync>;
+/// A piece of a streaming API's output, as it is generated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Text of the reply.
+    Text(String),
+    /// Text of the model's reasoning, where the provider shows it.
+    Reasoning(String),
+    /// A fragment of the tool call at `index` (0, 1, … in the reply's
+    /// order): the first fragment of a call carries its `id` and `name`,
+    /// and the `arguments` fragments, joined, are the call's JSON object.
+    ToolCall {
+        index: u32,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
+}
+
+/// Receives a streaming API's output as it is generated.
+pub type DeltaSink = Arc<dyn Fn(Piece) + Send + Sync>;
 
 /// The state of one execution, owned by the executor and lent to the provider.
 ///
@@ -63,15 +81,23 @@ impl ExecContext {
         self.deltas.is_some()
     }
 
-    /// Sends a piece of generated output to the listener, if any.
+    /// Sends a piece of generated text to the listener, if any.
     pub fn delta(&mut self, text: &str) {
-        if text.is_empty() {
+        if !text.is_empty() {
+            self.piece(Piece::Text(text.to_owned()));
+        }
+    }
+
+    /// Sends a piece of generated output to the listener, if any. Empty
+    /// text and reasoning pieces are dropped.
+    pub fn piece(&mut self, piece: Piece) {
+        if matches!(&piece, Piece::Text(t) | Piece::Reasoning(t) if t.is_empty()) {
             return;
         }
         self.streamed = true;
         self.progress.fetch_add(1, Ordering::Relaxed);
         if let Some(sink) = &self.deltas {
-            sink(text);
+            sink(piece);
         }
     }
 

@@ -107,7 +107,7 @@ impl Kind {
 
     pub fn input_schema(self) -> Value {
         match self {
-            Self::Chat => chat_input(),
+            Self::Chat => crate::chat::schema::input(),
             Self::Embedding => embedding_input(),
             Self::ImageGeneration => image_input(),
             Self::Transcription => transcription_input(),
@@ -117,7 +117,7 @@ impl Kind {
 
     pub fn output_schema(self) -> Value {
         match self {
-            Self::Chat => chat_output(),
+            Self::Chat => crate::chat::schema::output(),
             Self::Embedding => embedding_output(),
             Self::ImageGeneration => image_output(),
             Self::Transcription => transcription_output(),
@@ -133,7 +133,7 @@ impl Kind {
                     {"role": "system", "content": "Answer in one word."},
                     {"role": "user", "content": "What is the capital of France?"}
                 ], "max_tokens": 16}),
-                json!({"text": "Paris", "finish_reason": "stop", "model": model}),
+                json!({"text": "Paris", "tool_calls": [], "finish_reason": "stop", "model": model}),
             ),
             Self::Embedding => (
                 json!({"input": ["The food was delicious."]}),
@@ -198,51 +198,6 @@ fn options_schema() -> Value {
     json!({
         "type": "object",
         "description": "Provider-specific request fields, merged into the upstream request body as they are (see the API reference)."
-    })
-}
-
-fn chat_input() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["messages"],
-        "properties": {
-            "messages": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 1000,
-                "description": "The conversation so far. `system` messages give instructions.",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["role", "content"],
-                    "properties": {
-                        "role": {"type": "string", "enum": ["system", "user", "assistant"]},
-                        "content": {"type": "string", "maxLength": 1_000_000}
-                    }
-                }
-            },
-            "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000,
-                           "description": "Most tokens to generate."},
-            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-            "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-            "stop": {"type": "array", "maxItems": 4, "items": {"type": "string", "minLength": 1}},
-            "options": options_schema()
-        }
-    })
-}
-
-fn chat_output() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["text", "finish_reason", "model"],
-        "properties": {
-            "text": {"type": "string", "description": "The generated reply."},
-            "finish_reason": {"type": "string",
-                              "enum": ["stop", "length", "content_filter", "tool_calls", "other"]},
-            "model": {"type": "string", "description": "The model that answered, as the provider names it."}
-        }
     })
 }
 

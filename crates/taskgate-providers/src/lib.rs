@@ -7,13 +7,14 @@
 //! wire protocols of the big AI API families over HTTP.
 
 pub mod builtin;
+pub mod chat;
 mod context;
 pub mod kinds;
 pub mod sandbox;
 pub mod schema;
 pub mod upstream;
 
-pub use context::{DeltaSink, ExecContext};
+pub use context::{DeltaSink, ExecContext, Piece};
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -85,6 +86,9 @@ impl ApiStatus {
 }
 
 /// What a task consumed; the executor turns it into cost with the API's pricing.
+///
+/// `output_tokens` is every generated token billed as output, reasoning
+/// included.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
     pub units: i64,
@@ -174,6 +178,17 @@ impl ExecError {
     }
 }
 
+/// Something in a call's input that an API's provider cannot carry: the
+/// server answers `400 unsupported_parameter` with it before any upstream
+/// call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// Where in the input, e.g. `tool_choice` or `messages[2].content[1]`.
+    pub field: String,
+    /// Why, naming the provider that cannot carry it.
+    pub message: String,
+}
+
 /// A source of AI APIs.
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
@@ -193,6 +208,12 @@ pub trait Provider: Send + Sync + 'static {
         input: &Value,
         ctx: &mut ExecContext,
     ) -> Result<Execution, ExecError>;
+
+    /// What in a chat `input` this API's provider cannot carry, if anything.
+    /// An API served by several targets refuses what any of them cannot.
+    fn unsupported(&self, _api: &str, _input: &chat::ChatInput) -> Option<Unsupported> {
+        None
+    }
 
     /// The API's health as the catalog shows it.
     fn status(&self, _api: &str) -> ApiStatus {

@@ -29,23 +29,37 @@ pub fn simulate(api: &ApiSpec, input: &Value) -> Execution {
     hash_value(&mut hasher, input);
     let seed = hasher.finish();
 
-    let full = Generator::new(api, seed, true).value(&api.output_schema, 0);
-    // Optional properties make the output look realistic but can clash with
-    // keywords we do not model (`not`, `dependentSchemas`, `maxProperties`);
-    // then the required-only output is the safer answer.
-    let output = match CompiledSchema::compile(&api.output_schema) {
-        Ok(schema) if !schema.is_valid(&full) => {
-            Generator::new(api, seed, false).value(&api.output_schema, 0)
-        }
-        _ => full,
-    };
     Execution {
-        output,
+        output: generate(&api.output_schema, &api.slug, seed),
         usage: Usage {
             units: 1,
             ..Usage::default()
         },
     }
+}
+
+/// A value for `schema` from `seed`, its strings naming `slug`.
+pub(crate) fn generate(schema: &Value, slug: &str, seed: u64) -> Value {
+    let full = Generator::new(schema, slug, seed, true).value(schema, 0);
+    // Optional properties make the output look realistic but can clash with
+    // keywords we do not model (`not`, `dependentSchemas`, `maxProperties`);
+    // then the required-only output is the safer answer.
+    match CompiledSchema::compile(schema) {
+        Ok(compiled) if !compiled.is_valid(&full) => {
+            Generator::new(schema, slug, seed, false).value(schema, 0)
+        }
+        _ => full,
+    }
+}
+
+/// A seed made of `parts`, each hashed whole.
+pub(crate) fn seed_of(parts: &[&Value]) -> u64 {
+    let mut hasher = Fnv1a::new();
+    for p in parts {
+        hash_value(&mut hasher, p);
+        hasher.write(&[0]);
+    }
+    hasher.finish()
 }
 
 struct Generator<'a> {
@@ -57,10 +71,10 @@ struct Generator<'a> {
 }
 
 impl<'a> Generator<'a> {
-    fn new(api: &'a ApiSpec, seed: u64, optional: bool) -> Self {
+    fn new(root: &'a Value, slug: &'a str, seed: u64, optional: bool) -> Self {
         Self {
-            root: &api.output_schema,
-            slug: &api.slug,
+            root,
+            slug,
             state: seed,
             optional,
         }
@@ -405,6 +419,7 @@ fn fit_length(mut text: String, min: usize, max: Option<usize>) -> String {
     text
 }
 
+pub(crate) mod chat;
 mod fingerprint;
 #[cfg(test)]
 mod tests;

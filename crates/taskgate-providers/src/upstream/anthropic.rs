@@ -2,18 +2,19 @@
 
 use async_trait::async_trait;
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse, split_system};
+use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse};
 use super::{Adapter, Call};
+use crate::chat::ChatInput;
 use crate::kinds::Kind;
-use crate::{Execution, Usage};
+use crate::{Execution, Unsupported};
+
+mod chat;
 
 /// The SDK's `ANTHROPIC_BASE_URL` is the host; the version is in the path.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
-/// Anthropic requires `max_tokens`; this is used when the input has none.
-const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 pub(crate) struct Anthropic {
     conn: Conn,
@@ -35,24 +36,26 @@ impl Adapter for Anthropic {
         kind == Kind::Chat
     }
 
+    fn unsupported(&self, input: &ChatInput) -> Option<Unsupported> {
+        chat::unsupported(&self.conn.name, input)
+    }
+
     async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
         let conn = &self.conn;
-        let body = request_body(call.input, call.model, conn.stream, call.options());
+        let Some(input) = call.chat else {
+            return Err(UpstreamError::invalid("The chat input was not parsed."));
+        };
+        let mut body = chat::request_body(input, call.model, conn.stream);
+        merge_options(&mut body, input.options.clone().map(Value::Object).as_ref());
         let rb = conn
             .json(Method::POST, "/v1/messages", body)
             .header("anthropic-version", API_VERSION);
         if !conn.stream {
             let v = conn.send_json(rb).await?;
-            return message_result(&v, call.model);
+            return chat::Reply::new(input).message(&v, call.model);
         }
         let resp = conn.send(rb).await?;
-        let mut text = String::new();
-        let mut stop: Option<String> = None;
-        let mut model: Option<String> = None;
-        let mut usage = Usage {
-            units: 1,
-            ..Usage::default()
-        };
+        let mut reply = chat::Reply::new(input);
         let mut complete = false;
         let ctx = &mut *call.ctx;
         read_sse(conn, resp, |event| {
@@ -63,35 +66,16 @@ impl Adapter for Anthropic {
                 .get("type")
                 .and_then(Value::as_str)
                 .unwrap_or(&event.event);
+            let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
             match kind {
                 "message_start" => {
                     let m = &data["message"];
-                    model = m.get("model").and_then(Value::as_str).map(str::to_owned);
-                    usage.input_tokens = count(&m["usage"], "input_tokens");
-                    usage.output_tokens = count(&m["usage"], "output_tokens");
+                    reply.model = m.get("model").and_then(Value::as_str).map(str::to_owned);
+                    reply.counts.absorb(&m["usage"]);
                 }
-                "content_block_delta" => {
-                    // Only text is the reply: thinking, signatures and tool
-                    // input JSON are not.
-                    if data.pointer("/delta/type").and_then(Value::as_str) == Some("text_delta")
-                        && let Some(t) = data.pointer("/delta/text").and_then(Value::as_str)
-                    {
-                        text.push_str(t);
-                        ctx.delta(t);
-                    }
-                }
-                "message_delta" => {
-                    if let Some(s) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                        stop = Some(s.to_owned());
-                    }
-                    // These counts are cumulative: the last one is the total.
-                    if let Some(n) = count(&data["usage"], "output_tokens") {
-                        usage.output_tokens = Some(n);
-                    }
-                    if let Some(n) = count(&data["usage"], "input_tokens") {
-                        usage.input_tokens = Some(n);
-                    }
-                }
+                "content_block_start" => reply.start(index, &data["content_block"], &mut Some(ctx)),
+                "content_block_delta" => reply.delta(index, &data["delta"], ctx),
+                "message_delta" => reply.message_delta(&data),
                 "message_stop" => {
                     complete = true;
                     return Ok(false);
@@ -101,7 +85,7 @@ impl Adapter for Anthropic {
                         error_message(&data).unwrap_or_else(|| "unknown error".to_owned());
                     return Err(conn.stream_error(&message));
                 }
-                _ => {} // ping, content_block_start, content_block_stop, other deltas
+                _ => {} // ping, content_block_stop
             }
             Ok(true)
         })
@@ -111,91 +95,7 @@ impl Adapter for Anthropic {
                 "The provider's stream ended before the message was complete.",
             ));
         }
-        Ok(Execution {
-            output: json!({
-                "text": text,
-                "finish_reason": finish_reason(stop.as_deref()),
-                "model": model.unwrap_or_else(|| call.model.to_owned()),
-            }),
-            usage,
-        })
-    }
-}
-
-/// The Messages request: system messages go to `system`, the rest stay in
-/// order.
-fn request_body(input: &Value, model: &str, stream: bool, options: Option<&Value>) -> Value {
-    let (system, turns) = split_system(input);
-    let turns: Vec<Value> = turns
-        .into_iter()
-        .map(|m| json!({ "role": m["role"], "content": m["content"] }))
-        .collect();
-    let max_tokens = input
-        .get("max_tokens")
-        .filter(|v| !v.is_null())
-        .cloned()
-        .unwrap_or(json!(DEFAULT_MAX_TOKENS));
-    let mut body = json!({
-        "model": model,
-        "max_tokens": max_tokens,
-        "messages": turns,
-    });
-    if let Some(system) = system {
-        body["system"] = json!(system);
-    }
-    for (from, to) in [
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("stop", "stop_sequences"),
-    ] {
-        if let Some(v) = input.get(from).filter(|v| !v.is_null()) {
-            body[to] = v.clone();
-        }
-    }
-    // Set either way, so that `options` cannot change how the answer comes.
-    body["stream"] = json!(stream);
-    merge_options(&mut body, options);
-    body
-}
-
-/// A non-streamed message.
-fn message_result(v: &Value, model: &str) -> Result<Execution, UpstreamError> {
-    let blocks = v
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| UpstreamError::invalid("The message has no `content`."))?;
-    let text: String = blocks
-        .iter()
-        .filter(|b| b["type"] == "text")
-        .filter_map(|b| b["text"].as_str())
-        .collect();
-    Ok(Execution {
-        output: json!({
-            "text": text,
-            "finish_reason": finish_reason(v.get("stop_reason").and_then(Value::as_str)),
-            "model": v.get("model").and_then(Value::as_str).unwrap_or(model),
-        }),
-        usage: Usage {
-            units: 1,
-            input_tokens: count(&v["usage"], "input_tokens"),
-            output_tokens: count(&v["usage"], "output_tokens"),
-            ..Usage::default()
-        },
-    })
-}
-
-fn count(usage: &Value, key: &str) -> Option<i64> {
-    usage.get(key).and_then(Value::as_i64).filter(|n| *n >= 0)
-}
-
-fn finish_reason(stop: Option<&str>) -> &'static str {
-    match stop {
-        Some("end_turn" | "stop_sequence") | None => "stop",
-        // The second: the model's context window, not `max_tokens`, ran out.
-        Some("max_tokens" | "model_context_window_exceeded") => "length",
-        Some("tool_use") => "tool_calls",
-        Some("refusal") => "content_filter",
-        Some(_) => "other",
+        reply.finish(call.model)
     }
 }
 

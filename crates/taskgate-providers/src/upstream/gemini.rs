@@ -4,13 +4,16 @@
 
 use async_trait::async_trait;
 use reqwest::Method;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use taskgate_core::task::error_code;
 
-use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse, split_system};
+use super::http::{Conn, UpstreamError, error_message, merge_options, read_sse};
 use super::{Adapter, Call};
+use crate::chat::ChatInput;
 use crate::kinds::Kind;
-use crate::{Execution, Usage};
+use crate::{Execution, Unsupported, Usage};
+
+mod chat;
 
 pub(crate) const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 
@@ -25,21 +28,25 @@ impl Gemini {
 
     async fn chat(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
         let conn = &self.conn;
-        let body = chat_body(call.input, call.options());
+        let Some(input) = call.chat else {
+            return Err(UpstreamError::invalid("The chat input was not parsed."));
+        };
+        let mut body = chat::request_body(input);
+        merge_options(&mut body, input.options.clone().map(Value::Object).as_ref());
         let model = call.model;
         if !conn.stream {
             let path = format!("/v1beta/models/{}:generateContent", segment(model));
             let v = conn.send_json(conn.json(Method::POST, &path, body)).await?;
-            let mut answer = Answer::default();
-            answer.absorb(&v, &mut |_| {});
-            return answer.finish(model);
+            let mut answer = chat::Answer::default();
+            answer.absorb(&v, None);
+            return answer.finish(input, model);
         }
         let path = format!("/v1beta/models/{}:streamGenerateContent", segment(model));
         let rb = conn
             .json(Method::POST, &path, body)
             .query(&[("alt", "sse")]);
         let resp = conn.send(rb).await?;
-        let mut answer = Answer::default();
+        let mut answer = chat::Answer::default();
         let ctx = &mut *call.ctx;
         read_sse(conn, resp, |event| {
             let chunk: Value = serde_json::from_str(&event.data).map_err(|_| {
@@ -49,7 +56,7 @@ impl Gemini {
                 let message = error_message(&chunk).unwrap_or_else(|| "unknown error".to_owned());
                 return Err(conn.stream_error(&message));
             }
-            answer.absorb(&chunk, &mut |t| ctx.delta(t));
+            answer.absorb(&chunk, Some(&mut *ctx));
             Ok(true)
         })
         .await?;
@@ -60,7 +67,7 @@ impl Gemini {
                 "The provider's stream ended before the reply was complete.",
             ));
         }
-        answer.finish(model)
+        answer.finish(input, model)
     }
 
     async fn embedding(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
@@ -129,6 +136,10 @@ impl Adapter for Gemini {
         matches!(kind, Kind::Chat | Kind::Embedding)
     }
 
+    fn unsupported(&self, input: &ChatInput) -> Option<Unsupported> {
+        chat::unsupported(&self.conn.name, input)
+    }
+
     async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
         match call.kind {
             Kind::Chat => self.chat(call).await,
@@ -144,133 +155,6 @@ impl Adapter for Gemini {
 /// A model name as one path segment (`models/` prefixes are dropped).
 fn segment(model: &str) -> String {
     model.trim_start_matches("models/").replace('/', "%2F")
-}
-
-/// The `generateContent` request: system messages become
-/// `systemInstruction`, assistant turns are the `model` role.
-fn chat_body(input: &Value, options: Option<&Value>) -> Value {
-    let (system, turns) = split_system(input);
-    let contents: Vec<Value> = turns
-        .into_iter()
-        .map(|m| {
-            let role = if m["role"] == "assistant" {
-                "model"
-            } else {
-                "user"
-            };
-            json!({ "role": role, "parts": [{ "text": m["content"] }] })
-        })
-        .collect();
-    let mut body = json!({ "contents": contents });
-    if let Some(system) = system {
-        body["systemInstruction"] = json!({ "parts": [{ "text": system }] });
-    }
-    let mut config = Map::new();
-    for (from, to) in [
-        ("max_tokens", "maxOutputTokens"),
-        ("temperature", "temperature"),
-        ("top_p", "topP"),
-        ("stop", "stopSequences"),
-    ] {
-        if let Some(v) = input.get(from) {
-            config.insert(to.to_owned(), v.clone());
-        }
-    }
-    if !config.is_empty() {
-        body["generationConfig"] = Value::Object(config);
-    }
-    merge_options(&mut body, options);
-    body
-}
-
-/// What the chunks of an answer (or the one answer) add up to.
-#[derive(Default)]
-struct Answer {
-    text: String,
-    /// Whether any chunk had a candidate.
-    candidates: bool,
-    finish: Option<String>,
-    /// The prompt itself was blocked: there is no candidate.
-    blocked: bool,
-    usage: Option<Value>,
-    model: Option<String>,
-}
-
-impl Answer {
-    fn absorb(&mut self, chunk: &Value, on_text: &mut dyn FnMut(&str)) {
-        if let Some(candidate) = chunk.pointer("/candidates/0") {
-            self.candidates = true;
-            let parts = candidate
-                .pointer("/content/parts")
-                .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice);
-            for p in parts {
-                // Thought summaries are not the reply.
-                if p.get("thought").and_then(Value::as_bool) == Some(true) {
-                    continue;
-                }
-                if let Some(t) = p.get("text").and_then(Value::as_str) {
-                    self.text.push_str(t);
-                    on_text(t);
-                }
-            }
-            if let Some(f) = candidate.get("finishReason").and_then(Value::as_str) {
-                self.finish = Some(f.to_owned());
-            }
-        }
-        if chunk.pointer("/promptFeedback/blockReason").is_some() {
-            self.blocked = true;
-        }
-        // Each chunk's counts are the totals so far: the last one wins.
-        if let Some(u) = chunk.get("usageMetadata").filter(|u| u.is_object()) {
-            self.usage = Some(u.clone());
-        }
-        if let Some(m) = chunk.get("modelVersion").and_then(Value::as_str) {
-            self.model = Some(m.to_owned());
-        }
-    }
-
-    fn finish(self, model: &str) -> Result<Execution, UpstreamError> {
-        if !self.candidates && !self.blocked {
-            return Err(UpstreamError::invalid("The answer has no `candidates`."));
-        }
-        let finish_reason = if self.blocked && !self.candidates {
-            "content_filter"
-        } else {
-            finish_reason(self.finish.as_deref())
-        };
-        let u = self.usage.unwrap_or(Value::Null);
-        let n = |k: &str| u.get(k).and_then(Value::as_i64).filter(|n| *n >= 0);
-        // Google bills thinking tokens as output.
-        let output = match (n("candidatesTokenCount"), n("thoughtsTokenCount")) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        };
-        Ok(Execution {
-            output: json!({
-                "text": self.text,
-                "finish_reason": finish_reason,
-                "model": self.model.unwrap_or_else(|| model.to_owned()),
-            }),
-            usage: Usage {
-                units: 1,
-                input_tokens: n("promptTokenCount"),
-                output_tokens: output,
-                ..Usage::default()
-            },
-        })
-    }
-}
-
-fn finish_reason(finish: Option<&str>) -> &'static str {
-    match finish {
-        Some("STOP") | None => "stop",
-        Some("MAX_TOKENS") => "length",
-        Some(
-            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY",
-        ) => "content_filter",
-        Some(_) => "other",
-    }
 }
 
 #[cfg(test)]

@@ -227,8 +227,17 @@ impl Adapter for Generic {
             let progress = call.ctx.progress();
             self.run_job(job, &mut cx, &progress).await?;
         }
+        let mut output = render(&http.output, &cx).value;
+        // Templates written before chat carried tool calls have none: a
+        // chat reply without them called no tool.
+        if call.kind == Kind::Chat
+            && let Value::Object(o) = &mut output
+        {
+            o.entry("tool_calls")
+                .or_insert_with(|| Value::Array(Vec::new()));
+        }
         Ok(Execution {
-            output: render(&http.output, &cx).value,
+            output,
             usage: Usage {
                 units: count(http, "units", &cx)?.unwrap_or(1),
                 input_tokens: count(http, "input_tokens", &cx)?,
@@ -378,5 +387,7 @@ impl Drop for CancelGuard {
     }
 }
 
+#[cfg(test)]
+mod chat_tests;
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::config::{Protocol, ProviderConfig, Secret};
 use super::redact::Redactor;
 use body::read_limited;
-pub(crate) use body::{is_json, merge_options, split_system};
+pub(crate) use body::{is_json, merge_options};
 pub(crate) use error::{Class, UpstreamError, error_message};
 pub(crate) use sse::read_sse;
 

@@ -36,8 +36,11 @@ pub use config::{HttpApiConfig, Protocol, ProviderConfig, Secret, TargetConfig};
 pub use fetch::{FetchPolicy, Fetcher};
 use http::{Class, Conn, UpstreamError};
 
+use crate::chat::ChatInput;
 use crate::kinds::Kind;
-use crate::{ApiSpec, ApiStatus, AttemptOutcome, ExecContext, ExecError, Execution, Provider};
+use crate::{
+    ApiSpec, ApiStatus, AttemptOutcome, ExecContext, ExecError, Execution, Provider, Unsupported,
+};
 
 /// Longest pause between two attempts at one target.
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
@@ -48,6 +51,10 @@ const BASE_BACKOFF: Duration = Duration::from_millis(250);
 pub(crate) trait Adapter: Send + Sync {
     fn conn(&self) -> &Conn;
     fn supports(&self, kind: Kind) -> bool;
+    /// What of a chat input this provider cannot carry, if anything.
+    fn unsupported(&self, _input: &ChatInput) -> Option<Unsupported> {
+        None
+    }
     async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError>;
 }
 
@@ -56,6 +63,8 @@ pub(crate) struct Call<'a> {
     pub kind: Kind,
     pub model: &'a str,
     pub input: &'a Value,
+    /// The input of a chat call, parsed once for every attempt.
+    pub chat: Option<&'a ChatInput>,
     pub ctx: &'a mut ExecContext,
     pub fetcher: &'a Fetcher,
     pub http: Option<&'a HttpApiConfig>,
@@ -213,12 +222,41 @@ impl Upstream {
             .collect()
     }
 
+    /// What of `input` some target of `route` cannot carry.
+    fn route_unsupported(&self, route: &Route, input: &ChatInput) -> Option<Unsupported> {
+        route
+            .groups
+            .iter()
+            .flatten()
+            .find_map(|t| self.adapters[&t.provider].unsupported(input))
+    }
+
     async fn run_route(
         &self,
         route: &Route,
         input: &Value,
         ctx: &mut ExecContext,
     ) -> Result<Execution, ExecError> {
+        let chat = match route.kind {
+            Kind::Chat => Some(ChatInput::parse(input).map_err(|violations| {
+                let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                ExecError::new(
+                    error_code::INTERNAL_ERROR,
+                    format!("The chat input was not checked: {}", list.join("; ")),
+                )
+            })?),
+            _ => None,
+        };
+        // The server refuses these before the task exists; a task that
+        // slipped past is failed rather than sent with a field dropped.
+        if let Some(chat) = &chat
+            && let Some(u) = self.route_unsupported(route, chat)
+        {
+            return Err(ExecError::new(
+                "unsupported_parameter",
+                format!("{}: {}", u.field, u.message),
+            ));
+        }
         let mut last: Option<UpstreamError> = None;
         for group in &route.groups {
             for target in weighted_order(group) {
@@ -241,6 +279,7 @@ impl Upstream {
                         kind: route.kind,
                         model: &target.model,
                         input,
+                        chat: chat.as_ref(),
                         ctx,
                         fetcher: &self.fetcher,
                         http: route.http.as_ref(),
@@ -343,22 +382,33 @@ impl Provider for Upstream {
         self.run_route(route, input, ctx).await
     }
 
+    fn unsupported(&self, api: &str, input: &ChatInput) -> Option<Unsupported> {
+        let route = self.routes.get(api).filter(|r| r.kind == Kind::Chat)?;
+        self.route_unsupported(route, input)
+    }
+
     /// The schema-derived simulation, made to read as an ordinary answer of
-    /// its kind: the model the API is configured with, and a chat reply that
-    /// simply stopped (a simulated `tool_calls` or `content_filter` would
-    /// send a client down a path the input never asked for).
+    /// its kind: the model the API is configured with, and for chat a reply
+    /// that follows the input (a call of the forced tool, JSON for a JSON
+    /// format) or else simply stopped (a simulated `tool_calls` or
+    /// `content_filter` would send a client down a path the input never
+    /// asked for).
     async fn sandbox(&self, api: &ApiSpec, input: &Value) -> Result<Execution, ExecError> {
-        let mut x = crate::sandbox::simulate(api, input);
-        if let (Some(route), Some(output)) = (self.routes.get(&api.slug), x.output.as_object_mut())
+        let route = self.routes.get(&api.slug);
+        let model = route
+            .and_then(|r| r.groups.first())
+            .and_then(|g| g.first())
+            .map(|t| t.model.clone());
+        if let (Some(route), Some(model)) = (route, &model)
+            && route.kind == Kind::Chat
         {
-            if let Some(target) = route.groups.first().and_then(|g| g.first())
-                && output.contains_key("model")
-            {
-                output.insert("model".to_owned(), Value::String(target.model.clone()));
-            }
-            if route.kind == Kind::Chat {
-                output.insert("finish_reason".to_owned(), Value::String("stop".to_owned()));
-            }
+            return Ok(crate::sandbox::chat::simulate_chat(api, input, model));
+        }
+        let mut x = crate::sandbox::simulate(api, input);
+        if let (Some(model), Some(output)) = (model, x.output.as_object_mut())
+            && output.contains_key("model")
+        {
+            output.insert("model".to_owned(), Value::String(model));
         }
         Ok(x)
     }

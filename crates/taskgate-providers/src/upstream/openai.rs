@@ -11,8 +11,11 @@ use taskgate_core::task::error_code;
 
 use super::http::{Conn, UpstreamError, is_json, merge_options, read_sse};
 use super::{Adapter, Call};
+use crate::chat::ChatInput;
 use crate::kinds::Kind;
-use crate::{Execution, Usage};
+use crate::{Execution, Unsupported, Usage};
+
+mod chat;
 
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -26,44 +29,28 @@ impl OpenAi {
     }
 
     async fn chat(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
-        let input = call.input;
-        let mut body = json!({ "model": call.model, "messages": input["messages"] });
-        copy_fields(
-            input,
-            &mut body,
-            &["max_tokens", "temperature", "top_p", "stop"],
-        );
-        // Set either way, so that `options` cannot change how the answer comes.
+        let Some(input) = call.chat else {
+            return Err(UpstreamError::invalid("The chat input was not parsed."));
+        };
         let stream = self.conn.stream;
-        body["stream"] = json!(stream);
-        if stream {
-            body["stream_options"] = json!({ "include_usage": true });
-        }
-        merge_options(&mut body, call.options());
+        let mut body = chat::request_body(input, call.model, stream);
+        merge_options(&mut body, input.options.clone().map(Value::Object).as_ref());
         let rb = self.conn.json(Method::POST, "/chat/completions", body);
         if !stream {
             let v = self.conn.send_json(rb).await?;
-            return chat_result(&v, call.model);
+            return chat::answer(&v, input, call.model);
         }
         let resp = self.conn.send(rb).await?;
         // Some OpenAI-compatible servers ignore `stream` and answer whole:
-        // read by what the answer says it is, and hand its text to stream
-        // readers as one delta.
+        // read by what the answer says it is, and hand it to stream readers
+        // in one go.
         if is_json(&resp) {
             let v = self.conn.read_json(resp).await?;
-            let x = chat_result(&v, call.model)?;
-            if let Some(text) = x.output["text"].as_str().filter(|t| !t.is_empty()) {
-                call.ctx.delta(text);
-            }
+            let x = chat::answer(&v, input, call.model)?;
+            chat::replay(&x, call.ctx);
             return Ok(x);
         }
-        let mut text = String::new();
-        let mut finish: Option<String> = None;
-        let mut model: Option<String> = None;
-        let mut usage = Usage {
-            units: 1,
-            ..Usage::default()
-        };
+        let mut answer = chat::Streamed::default();
         let mut done = false;
         let ctx = &mut *call.ctx;
         read_sse(&self.conn, resp, |event| {
@@ -80,37 +67,16 @@ impl OpenAi {
             {
                 return Err(self.conn.stream_error(&message));
             }
-            if let Some(m) = chunk.get("model").and_then(Value::as_str) {
-                model.get_or_insert_with(|| m.to_owned());
-            }
-            if let Some(choice) = chunk.pointer("/choices/0") {
-                if let Some(delta) = choice.pointer("/delta/content").and_then(Value::as_str) {
-                    text.push_str(delta);
-                    ctx.delta(delta);
-                }
-                if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
-                    finish = Some(f.to_owned());
-                }
-            }
-            if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-                usage = token_usage(u);
-            }
+            answer.absorb(&chunk, ctx);
             Ok(true)
         })
         .await?;
-        if !done && finish.is_none() {
+        if !done && !answer.finished() {
             return Err(UpstreamError::invalid(
                 "The provider's stream ended before the reply was complete.",
             ));
         }
-        Ok(Execution {
-            output: json!({
-                "text": text,
-                "finish_reason": finish_reason(finish.as_deref()),
-                "model": model.unwrap_or_else(|| call.model.to_owned()),
-            }),
-            usage,
-        })
+        answer.finish(input, call.model)
     }
 
     async fn embedding(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
@@ -333,6 +299,10 @@ impl Adapter for OpenAi {
         true
     }
 
+    fn unsupported(&self, input: &ChatInput) -> Option<Unsupported> {
+        chat::unsupported(&self.conn.name, input)
+    }
+
     async fn call(&self, call: &mut Call<'_>) -> Result<Execution, UpstreamError> {
         match call.kind {
             Kind::Chat => self.chat(call).await,
@@ -344,58 +314,24 @@ impl Adapter for OpenAi {
     }
 }
 
-/// A non-streamed chat completion.
-fn chat_result(v: &Value, model: &str) -> Result<Execution, UpstreamError> {
-    let choice = v
-        .pointer("/choices/0")
-        .ok_or_else(|| UpstreamError::invalid("The chat answer has no `choices`."))?;
-    let text = match choice.pointer("/message/content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(_) => {
-            return Err(UpstreamError::invalid(
-                "The chat answer's content is not text.",
-            ));
-        }
-    };
-    Ok(Execution {
-        output: json!({
-            "text": text,
-            "finish_reason": finish_reason(choice.get("finish_reason").and_then(Value::as_str)),
-            "model": model_of(v, model),
-        }),
-        usage: v.get("usage").map(token_usage).unwrap_or_default(),
-    })
-}
-
-fn finish_reason(f: Option<&str>) -> &'static str {
-    match f {
-        Some("stop") | None => "stop",
-        Some("length") => "length",
-        Some("content_filter") => "content_filter",
-        Some("tool_calls") | Some("function_call") => "tool_calls",
-        Some(_) => "other",
-    }
-}
-
 /// `usage` in OpenAI's shapes: `prompt_tokens`/`completion_tokens` (chat,
-/// embeddings) or `input_tokens`/`output_tokens` (images, audio).
-fn token_usage(u: &Value) -> Usage {
-    let get = |a: &str, b: &str| {
-        u.get(a)
-            .or_else(|| u.get(b))
-            .and_then(Value::as_i64)
-            .filter(|n| *n >= 0)
-    };
+/// embeddings) or `input_tokens`/`output_tokens` (images, audio). The
+/// prompt's count includes its cached part (`prompt_tokens_details.
+/// cached_tokens`) and the completion's its reasoning
+/// (`completion_tokens_details.reasoning_tokens`), as Taskgate counts them.
+pub(crate) fn token_usage(u: &Value) -> Usage {
+    let count = |v: Option<&Value>| v.and_then(Value::as_i64).filter(|n| *n >= 0);
+    let get = |a: &str, b: &str| count(u.get(a).or_else(|| u.get(b)));
     Usage {
         units: 1,
         input_tokens: get("prompt_tokens", "input_tokens"),
         output_tokens: get("completion_tokens", "output_tokens"),
-        ..Usage::default()
+        reasoning_tokens: count(u.pointer("/completion_tokens_details/reasoning_tokens")),
+        cached_input_tokens: count(u.pointer("/prompt_tokens_details/cached_tokens")),
     }
 }
 
-fn model_of(v: &Value, requested: &str) -> String {
+pub(crate) fn model_of(v: &Value, requested: &str) -> String {
     v.get("model")
         .and_then(Value::as_str)
         .unwrap_or(requested)

@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::config::Protocol;
 use super::testutil::{Fake, Reply, provider, route, run, serve, upstream};
 use super::*;
-use crate::ApiStatus;
+use crate::{ApiStatus, Piece};
 
 fn ok_chat(text: &str) -> Reply {
     Reply::Json(
@@ -96,7 +95,7 @@ async fn chat_request_and_answer_are_normalized() {
     let x = r.unwrap();
     assert_eq!(
         x.output,
-        json!({"text": "Hello there", "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
+        json!({"text": "Hello there", "tool_calls": [], "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
     );
     assert_eq!(
         (x.usage.input_tokens, x.usage.output_tokens),
@@ -124,10 +123,7 @@ async fn streamed_chat(reply: Reply) -> (Fake, Execution, Vec<String>) {
         &[("oa", provider(Protocol::Openai, &base))],
         vec![route("chat", Kind::Chat, &[&[("oa", "gpt-4o-mini")]])],
     );
-    let deltas = Arc::new(Mutex::new(Vec::<String>::new()));
-    let sink = deltas.clone();
-    let mut ctx = ExecContext::with_timeout(Duration::from_secs(10))
-        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
+    let (mut ctx, deltas) = super::testutil::listening();
     let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
     let deltas = deltas.lock().clone();
     (fake, x, deltas)
@@ -384,8 +380,10 @@ async fn dropping_the_execution_closes_the_upstream_connection() {
     let runner = u.clone();
     let task = tokio::spawn(async move {
         let mut ctx = ExecContext::with_timeout(Duration::from_secs(30)).stream_to(Arc::new(
-            move |t: &str| {
-                let _ = tx.send(t.to_owned());
+            move |p: Piece| {
+                if let Piece::Text(t) = p {
+                    let _ = tx.send(t);
+                }
             },
         ));
         runner.execute("chat", &chat_input(), &mut ctx).await
@@ -420,7 +418,7 @@ async fn a_stream_that_breaks_after_output_is_not_retried() {
         vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
     );
     let mut ctx =
-        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: Piece| {}));
     let e = u
         .execute("chat", &chat_input(), &mut ctx)
         .await
@@ -729,14 +727,14 @@ async fn a_slow_stream_outlives_the_attempt_timeout_while_it_makes_progress() {
         vec![route("chat", Kind::Chat, &[&[("oa", "m")]])],
     );
     let mut ctx =
-        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: Piece| {}));
     let x = u.execute("chat", &chat_input(), &mut ctx).await.unwrap();
     assert_eq!(x.output["text"], "abcde");
 
     // A stream that stalls after its first pieces is still cut off.
     fake.always(Reply::SseThenHang(sse_chunks(&["a"])[..2].to_vec()));
     let mut ctx =
-        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: &str| {}));
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(|_: Piece| {}));
     let e = u
         .execute("chat", &chat_input(), &mut ctx)
         .await

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::config::{HttpApiConfig, Protocol, ProviderConfig};
 use super::{FetchPolicy, Route, Target, Upstream};
 use crate::kinds::Kind;
-use crate::{ApiSpec, ExecContext, ExecError, Execution, Pricing, Provider};
+use crate::{ApiSpec, ExecContext, ExecError, Execution, Piece, Pricing, Provider};
 
 /// Serves `router` on 127.0.0.1 at a free port; returns `http://127.0.0.1:PORT`.
 pub(crate) async fn serve(router: axum::Router) -> String {
@@ -269,11 +269,24 @@ impl Fake {
     }
 }
 
-/// An execution context whose streamed pieces are collected.
+/// An execution context whose streamed text is collected.
 pub(crate) fn listening() -> (ExecContext, Arc<Mutex<Vec<String>>>) {
     let deltas = Arc::new(Mutex::new(Vec::new()));
     let sink = deltas.clone();
-    let ctx = ExecContext::with_timeout(Duration::from_secs(10))
-        .stream_to(Arc::new(move |t: &str| sink.lock().push(t.to_owned())));
+    let ctx =
+        ExecContext::with_timeout(Duration::from_secs(10)).stream_to(Arc::new(move |p: Piece| {
+            if let Piece::Text(t) = p {
+                sink.lock().push(t);
+            }
+        }));
     (ctx, deltas)
+}
+
+/// An execution context whose streamed pieces, all kinds, are collected.
+pub(crate) fn listening_all() -> (ExecContext, Arc<Mutex<Vec<Piece>>>) {
+    let pieces = Arc::new(Mutex::new(Vec::new()));
+    let sink = pieces.clone();
+    let ctx = ExecContext::with_timeout(Duration::from_secs(10))
+        .stream_to(Arc::new(move |p: Piece| sink.lock().push(p)));
+    (ctx, pieces)
 }

@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use taskgate_core::task::error_code;
 use taskgate_core::{AttemptOutcome, Attempts, Clock, Mode, SandboxOutcome, TaskId};
-use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock};
+use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock, Piece};
 use taskgate_store::{Claim, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +77,7 @@ impl Executor {
         let entry = self.catalog.get(task.api.as_str());
         if entry.is_some_and(|e| e.spec.kind == "chat") {
             let hub = self.streams.open(task.id);
-            ctx = ctx.stream_to(Arc::new(move |delta: &str| hub.push(delta)));
+            ctx = ctx.stream_to(Arc::new(move |piece: Piece| hub.push_piece(piece)));
         }
         let result = match entry {
             Some(entry) => {
@@ -203,6 +203,21 @@ async fn execute(
                 clock.sleep(pause).await;
             }
             ctx.delta(word);
+        }
+        // Then its tool calls, each whole in one fragment (as Gemini sends
+        // them), so a test key's stream has the shape a live one has.
+        let calls = x.output.get("tool_calls").and_then(Value::as_array);
+        for (index, call) in calls.into_iter().flatten().enumerate() {
+            let text = |k: &str| call.get(k).and_then(Value::as_str).map(str::to_owned);
+            ctx.piece(Piece::ToolCall {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                id: text("id"),
+                name: text("name"),
+                arguments: call
+                    .get("arguments")
+                    .map(Value::to_string)
+                    .unwrap_or_default(),
+            });
         }
         if streamed && !pause.is_zero() {
             clock.sleep(pause).await;

@@ -31,6 +31,9 @@ pub(crate) enum Reply {
     Json(u16, Value),
     /// SSE events sent `gap` apart; with `hang`, the stream then stays open.
     Sse(Vec<Value>, Duration, bool),
+    /// SSE events sent `gap` apart, without OpenAI's closing `[DONE]`
+    /// (Anthropic's and Gemini's streams just end).
+    Events(Vec<Value>, Duration),
     Hang,
 }
 
@@ -63,10 +66,15 @@ async fn handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: Bytes
         Some(Reply::Json(status, v)) => {
             (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response()
         }
-        Some(Reply::Sse(events, gap, hang)) => {
+        Some(reply @ (Reply::Sse(..) | Reply::Events(..))) => {
+            let (events, gap, hang, done) = match reply {
+                Reply::Sse(events, gap, hang) => (events, gap, hang, !hang),
+                Reply::Events(events, gap) => (events, gap, false, false),
+                _ => unreachable!(),
+            };
             let flag = CloseFlag(f.closed.clone());
             let mut lines: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
-            if !hang {
+            if done {
                 lines.push("data: [DONE]\n\n".to_owned());
             }
             let stream = futures_util::stream::unfold(
@@ -232,7 +240,7 @@ async fn chat_through_the_gateway(backend: Backend) {
     assert_eq!(t["status"], "succeeded", "{}", r.text);
     assert_eq!(
         t["output"],
-        json!({"text": "Hello!", "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
+        json!({"text": "Hello!", "tool_calls": [], "finish_reason": "stop", "model": "gpt-4o-mini-2024-07-18"})
     );
     // 19 × 0.0015/1000 + 10 × 0.002/1000 = 0.0000485 USD, half-up to micros.
     assert_eq!(
@@ -725,7 +733,11 @@ async fn one_chat_interface_over_three_provider_families(backend: Backend) {
         assert_eq!(t["output"]["text"], text);
         assert_eq!(t["output"]["finish_reason"], "stop");
         let keys: Vec<&String> = t["output"].as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["finish_reason", "model", "text"], "{slug}");
+        assert_eq!(
+            keys,
+            ["finish_reason", "model", "text", "tool_calls"],
+            "{slug}"
+        );
         assert_eq!(t["usage"]["cost_usd"], cost, "{slug}");
         let api = c.get(&format!("apis/{slug}")).await.expect(200);
         schemas.push((

@@ -1,10 +1,11 @@
 //! Against a local fake that speaks Anthropic's real wire format.
 
 use super::*;
-use crate::Provider;
 use crate::upstream::Upstream;
 use crate::upstream::config::Protocol;
 use crate::upstream::testutil::{Fake, Reply, listening, provider, route, run, upstream};
+use crate::{Provider, Usage};
+use serde_json::json;
 
 impl Fake {
     /// The fake, and an upstream with one Anthropic provider (`claude`,
@@ -153,8 +154,8 @@ async fn a_message_is_normalized_with_its_usage() {
     let x = r.unwrap();
     assert_eq!(
         x.output,
-        json!({"text": "Très bien, merci.", "finish_reason": "length",
-               "model": "claude-haiku-4-5-20251001"})
+        json!({"text": "Très bien, merci.", "tool_calls": [], "reasoning": "Hmm.",
+               "finish_reason": "length", "model": "claude-haiku-4-5-20251001"})
     );
     assert_eq!(
         x.usage,
@@ -182,7 +183,7 @@ async fn a_stream_sends_its_deltas_in_order() {
     assert_eq!(x.output["text"], deltas.lock().concat());
     assert_eq!(
         x.output,
-        json!({"text": "Hello from Claude", "finish_reason": "stop",
+        json!({"text": "Hello from Claude", "tool_calls": [], "finish_reason": "stop",
                "model": "claude-haiku-4-5-20251001"})
     );
     assert_eq!(
@@ -316,6 +317,10 @@ fn stop_reasons_are_normalized() {
         (Some("pause_turn"), "other"),
         (None, "stop"),
     ] {
-        assert_eq!(finish_reason(stop), want, "{stop:?}");
+        assert_eq!(
+            serde_json::to_value(chat::finish_reason(stop)).unwrap(),
+            want,
+            "{stop:?}"
+        );
     }
 }

@@ -5,6 +5,7 @@ use crate::Provider;
 use crate::upstream::Upstream;
 use crate::upstream::config::Protocol;
 use crate::upstream::testutil::{Fake, Reply, listening, provider, route, run, upstream};
+use serde_json::json;
 
 impl Fake {
     /// The fake, and an upstream with one Gemini provider (`g`,
@@ -146,8 +147,8 @@ async fn an_answer_is_normalized_with_its_usage() {
     let x = r.unwrap();
     assert_eq!(
         x.output,
-        json!({"text": "Très bien, merci.", "finish_reason": "length",
-               "model": "gemini-2.5-flash-001"})
+        json!({"text": "Très bien, merci.", "tool_calls": [], "reasoning": "Let me think.",
+               "finish_reason": "length", "model": "gemini-2.5-flash-001"})
     );
     // Thinking tokens are billed as output.
     assert_eq!(
@@ -156,6 +157,7 @@ async fn an_answer_is_normalized_with_its_usage() {
             units: 1,
             input_tokens: Some(4),
             output_tokens: Some(42),
+            reasoning_tokens: Some(30),
             ..Usage::default()
         }
     );
@@ -188,7 +190,7 @@ async fn a_stream_sends_its_deltas_in_order() {
     assert_eq!(x.output["text"], deltas.lock().concat());
     assert_eq!(
         x.output,
-        json!({"text": "Bonjour le monde", "finish_reason": "stop", "model": "gemini-2.5-flash"})
+        json!({"text": "Bonjour le monde", "tool_calls": [], "finish_reason": "stop", "model": "gemini-2.5-flash"})
     );
     // The last usageMetadata counts.
     assert_eq!(
@@ -287,7 +289,7 @@ async fn a_blocked_prompt_is_content_filtered() {
     let x = run(&u, "api", hello()).await.0.unwrap();
     assert_eq!(
         x.output,
-        json!({"text": "", "finish_reason": "content_filter", "model": "gemini-2.5-flash"})
+        json!({"text": "", "tool_calls": [], "finish_reason": "content_filter", "model": "gemini-2.5-flash"})
     );
     assert_eq!(x.usage.input_tokens, Some(5));
 
@@ -414,6 +416,10 @@ fn finish_reasons_are_normalized() {
         (Some("MALFORMED_FUNCTION_CALL"), "other"),
         (Some("OTHER"), "other"),
     ] {
-        assert_eq!(finish_reason(finish), want, "{finish:?}");
+        assert_eq!(
+            serde_json::to_value(chat::finish_reason(finish)).unwrap(),
+            want,
+            "{finish:?}"
+        );
     }
 }

@@ -43,23 +43,6 @@ pub(crate) fn merge_options(body: &mut Value, options: Option<&Value>) {
     }
 }
 
-/// A chat input's messages split for the APIs that take the instructions
-/// apart: the system messages' texts joined by a blank line (`None` when
-/// there are none), and the other turns in order.
-pub(crate) fn split_system(input: &Value) -> (Option<String>, Vec<&Value>) {
-    let messages = input["messages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let system: Vec<&str> = messages
-        .iter()
-        .filter(|m| m["role"] == "system")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    let turns = messages.iter().filter(|m| m["role"] != "system").collect();
-    ((!system.is_empty()).then(|| system.join("\n\n")), turns)
-}
-
 /// Whether an answer says its body is JSON (`application/json`, or a
 /// `+json` type), whatever was asked for.
 pub fn is_json(resp: &Response) -> bool {

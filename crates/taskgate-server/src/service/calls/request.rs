@@ -113,6 +113,7 @@ pub fn validate(
     };
     let input_bytes = check_input(&entry, &input)?;
     check_options(&entry, &input)?;
+    super::chat::check_chat(&entry, &input)?;
     Ok(Call {
         entry,
         input,
@@ -133,7 +134,7 @@ fn whole(v: &Value) -> Option<u64> {
     })
 }
 
-fn truncate(s: &str) -> String {
+pub(super) fn truncate(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
@@ -276,12 +277,23 @@ fn check_input(entry: &ApiEntry, input: &Value) -> Result<usize, CallError> {
         });
     }
     let violations = entry.input_schema.violations(input);
-    let Some(first) = violations.first() else {
+    if violations.is_empty() {
         return Ok(size as usize);
-    };
-    let param = pointer_to_param(&first.path);
-    Err(CallError::InvalidInput {
-        message: format!("{param}: {}", first.message),
+    }
+    Err(invalid_input(&violations))
+}
+
+/// Violations of an input's rules (one at least) as the error that names
+/// the first and lists them all.
+pub(super) fn invalid_input(violations: &[taskgate_providers::schema::Violation]) -> CallError {
+    let param = violations
+        .first()
+        .map_or_else(|| "input".to_owned(), |v| pointer_to_param(&v.path));
+    let message = violations
+        .first()
+        .map_or_else(String::new, |v| v.message.clone());
+    CallError::InvalidInput {
+        message: format!("{param}: {message}"),
         param,
         violations: violations
             .iter()
@@ -290,7 +302,7 @@ fn check_input(entry: &ApiEntry, input: &Value) -> Result<usize, CallError> {
                 message: v.message.clone(),
             })
             .collect(),
-    })
+    }
 }
 
 /// `/items/0/text` → `input.items[0].text`

@@ -1,0 +1,16 @@
+//! The `chat` kind, typed: the input a client sends ([`ChatInput`]), the
+//! output it gets back ([`ChatOutput`]) and their JSON Schemas. Each upstream
+//! family maps these to its own wire format (`upstream/*/chat.rs`).
+
+mod input;
+mod output;
+pub mod schema;
+
+pub use input::{
+    ChatInput, Content, DOCUMENT_TYPES, Effort, IMAGE_TYPES, Message, Part, Reasoning,
+    ResponseFormat, Source, Tool, ToolCall, ToolChoice, ToolMode, media_type_of_url,
+};
+pub use output::{ChatOutput, FinishReason, ToolCallPieces, arguments_of};
+
+#[cfg(test)]
+mod tests;
