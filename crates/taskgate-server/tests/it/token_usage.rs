@@ -62,7 +62,7 @@ impl Provider for Thinker {
         _ctx: &mut ExecContext,
     ) -> Result<Execution, ExecError> {
         Ok(Execution {
-            output: json!({"text": "42", "finish_reason": "stop", "model": "thinker-1"}),
+            output: json!({"text": "42", "tool_calls": [], "finish_reason": "stop", "model": "thinker-1"}),
             usage: COUNTS,
         })
     }
