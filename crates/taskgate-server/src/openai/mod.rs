@@ -9,6 +9,7 @@
 
 mod chat;
 mod embeddings;
+mod request;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

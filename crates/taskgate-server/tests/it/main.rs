@@ -16,6 +16,7 @@ mod idempotency;
 mod instances;
 mod limits;
 mod openai_compat;
+mod openai_tools;
 mod openapi;
 mod operator;
 mod secrets;

@@ -10,6 +10,8 @@ use taskgate_core::task::{
     error_code,
 };
 use taskgate_core::{Mode, SandboxControls, SandboxOutcome};
+use taskgate_providers::chat::ChatInput;
+use taskgate_providers::kinds::Kind;
 
 use super::{CallError, Violation};
 use crate::catalog::{AllowedOptions, ApiEntry, Catalog};
@@ -275,7 +277,13 @@ fn check_input(entry: &ApiEntry, input: &Value) -> Result<usize, CallError> {
             violations: Vec::new(),
         });
     }
-    let violations = entry.input_schema.violations(input);
+    let mut violations = entry.input_schema.violations(input);
+    // The chat kind's rules across fields (a forced tool exists, a tool
+    // result answers an earlier call, base64 decodes): refused here, before
+    // the task exists, not failed by the executor.
+    if violations.is_empty() && entry.spec.kind == Kind::Chat.as_str() {
+        violations = ChatInput::parse(input).err().unwrap_or_default();
+    }
     let Some(first) = violations.first() else {
         return Ok(size as usize);
     };
