@@ -16,8 +16,8 @@ use taskgate_store::TaskRecord;
 
 use super::request::ChatRequest;
 use super::{
-    CancelOnDrop, OpenAiError, call_body, model_entry, output_of, start_call, task_answer,
-    task_header, unix_seconds, until_end,
+    OpenAiError, call_body, model_entry, output_of, start_call, task_answer, task_header,
+    unix_seconds, until_end,
 };
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
@@ -25,6 +25,7 @@ use crate::envelope::Raw;
 use crate::executor::Told;
 use crate::service::calls::Started;
 use crate::service::stream::{Reader, StreamEvent};
+use crate::service::tasks::CancelOnDrop;
 use crate::state::AppState;
 
 pub(super) async fn completions(

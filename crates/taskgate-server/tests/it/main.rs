@@ -4,6 +4,7 @@
 mod ops;
 mod utils;
 
+mod anthropic_door;
 mod auth;
 mod call;
 mod cancel;
