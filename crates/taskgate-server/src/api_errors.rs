@@ -46,7 +46,8 @@ impl From<CallError> for ApiError {
                     .collect();
                 e.with_details(Value::Array(details))
             }
-            CallError::OptionNotAllowed { param, message } => {
+            CallError::OptionNotAllowed { param, message }
+            | CallError::Unsupported { param, message } => {
                 ApiError::new(StatusCode::BAD_REQUEST, "unsupported_parameter", message)
                     .with_param(param)
             }

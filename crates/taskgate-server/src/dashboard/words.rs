@@ -123,9 +123,9 @@ pub fn call_error(e: CallError) -> Result<String, taskgate_store::StoreError> {
             }
             text
         }
-        CallError::InvalidField { message, .. } | CallError::OptionNotAllowed { message, .. } => {
-            message
-        }
+        CallError::InvalidField { message, .. }
+        | CallError::OptionNotAllowed { message, .. }
+        | CallError::Unsupported { message, .. } => message,
         CallError::NotPermitted(_) => "This API cannot be tried from this account.".to_owned(),
         CallError::UnknownApi(api) => format!("There is no API {api:?}."),
         CallError::SpendLimitReached { .. } => {

@@ -10,6 +10,8 @@ mod call;
 mod cancel;
 mod catalog;
 mod chaos;
+mod chat_checks;
+mod chat_families;
 mod dashboard;
 mod envelope;
 mod hardening;

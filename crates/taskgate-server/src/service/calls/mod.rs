@@ -2,6 +2,7 @@
 //! limit, its task stored and handed to the executor, and for a sync call
 //! the wait for its end; once per Idempotency-Key ([`idempotency`]).
 
+mod chat;
 mod idempotency;
 mod request;
 
@@ -41,6 +42,9 @@ pub enum CallError {
     /// An option the operator does not pass on to the API.
     #[error("{message}")]
     OptionNotAllowed { param: String, message: String },
+    /// Something in a chat input the API's provider cannot carry.
+    #[error("{message}")]
+    Unsupported { param: String, message: String },
     /// The month's spend and reservations reached the account's limit, or
     /// this call would pass it.
     #[error("the monthly spend limit of {limit_micros} micro-USD is reached")]

@@ -10,8 +10,6 @@ use taskgate_core::task::{
     error_code,
 };
 use taskgate_core::{Mode, SandboxControls, SandboxOutcome};
-use taskgate_providers::chat::ChatInput;
-use taskgate_providers::kinds::Kind;
 
 use super::{CallError, Violation};
 use crate::catalog::{AllowedOptions, ApiEntry, Catalog};
@@ -115,6 +113,7 @@ pub fn validate(
     };
     let input_bytes = check_input(&entry, &input)?;
     check_options(&entry, &input)?;
+    super::chat::check_chat(&entry, &input)?;
     Ok(Call {
         entry,
         input,
@@ -135,7 +134,7 @@ fn whole(v: &Value) -> Option<u64> {
     })
 }
 
-fn truncate(s: &str) -> String {
+pub(super) fn truncate(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
@@ -277,19 +276,24 @@ fn check_input(entry: &ApiEntry, input: &Value) -> Result<usize, CallError> {
             violations: Vec::new(),
         });
     }
-    let mut violations = entry.input_schema.violations(input);
-    // The chat kind's rules across fields (a forced tool exists, a tool
-    // result answers an earlier call, base64 decodes): refused here, before
-    // the task exists, not failed by the executor.
-    if violations.is_empty() && entry.spec.kind == Kind::Chat.as_str() {
-        violations = ChatInput::parse(input).err().unwrap_or_default();
-    }
-    let Some(first) = violations.first() else {
+    let violations = entry.input_schema.violations(input);
+    if violations.is_empty() {
         return Ok(size as usize);
-    };
-    let param = pointer_to_param(&first.path);
-    Err(CallError::InvalidInput {
-        message: format!("{param}: {}", first.message),
+    }
+    Err(invalid_input(&violations))
+}
+
+/// Violations of an input's rules (one at least) as the error that names
+/// the first and lists them all.
+pub(super) fn invalid_input(violations: &[taskgate_providers::schema::Violation]) -> CallError {
+    let param = violations
+        .first()
+        .map_or_else(|| "input".to_owned(), |v| pointer_to_param(&v.path));
+    let message = violations
+        .first()
+        .map_or_else(String::new, |v| v.message.clone());
+    CallError::InvalidInput {
+        message: format!("{param}: {message}"),
         param,
         violations: violations
             .iter()
@@ -298,7 +302,7 @@ fn check_input(entry: &ApiEntry, input: &Value) -> Result<usize, CallError> {
                 message: v.message.clone(),
             })
             .collect(),
-    })
+    }
 }
 
 /// `/items/0/text` → `input.items[0].text`

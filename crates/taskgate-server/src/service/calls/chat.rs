@@ -1,0 +1,36 @@
+//! The checks a `chat` input gets past its JSON Schema, before anything is
+//! stored: the rules a schema cannot say ([`ChatInput::parse`]), then what
+//! the API's provider cannot carry ([`Provider::unsupported`]). Test keys get
+//! the same checks, so test mode refuses exactly what live would.
+//!
+//! [`Provider::unsupported`]: taskgate_providers::Provider::unsupported
+
+use serde_json::Value;
+use taskgate_providers::chat::ChatInput;
+
+use super::CallError;
+use super::request::{invalid_input, truncate};
+use crate::catalog::ApiEntry;
+
+/// The kind these checks are for.
+const CHAT: &str = "chat";
+
+/// A chat API's input against the chat rules and its provider; other kinds
+/// pass untouched.
+pub(super) fn check_chat(entry: &ApiEntry, input: &Value) -> Result<(), CallError> {
+    if entry.spec.kind != CHAT {
+        return Ok(());
+    }
+    let chat = ChatInput::parse(input).map_err(|v| invalid_input(&v))?;
+    let Some(refused) = entry.provider.unsupported(&entry.spec.slug, &chat) else {
+        return Ok(());
+    };
+    let field = truncate(&refused.field);
+    Err(CallError::Unsupported {
+        param: format!("input.{field}"),
+        message: format!(
+            "The API {} cannot take `{field}`: {}",
+            entry.spec.slug, refused.message
+        ),
+    })
+}

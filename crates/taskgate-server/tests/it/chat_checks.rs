@@ -1,0 +1,149 @@
+//! A chat input is checked before anything is stored: the rules past its
+//! JSON Schema, then what the API's provider cannot carry. A refused call
+//! stores no task and reaches no upstream, for live and test keys alike.
+
+use serde_json::{Value, json};
+use taskgate_providers::upstream::Protocol;
+use taskgate_server::Config;
+use taskgate_server::config::ApiOverride;
+
+use crate::upstream::{Fake, chat_completion, provider};
+use crate::utils::{Backend, TestApp, both};
+
+/// A `chat` API `slug` at a provider of `protocol` whose fake listens at
+/// `base` (an OpenAI-style base ending in `/v1`).
+pub(crate) fn family_api(config: &mut Config, slug: &str, protocol: Protocol, base: &str) {
+    let base = match protocol {
+        Protocol::Openai => base.to_owned(),
+        _ => base.trim_end_matches("/v1").to_owned(),
+    };
+    let mut p = provider(&base, false);
+    p.protocol = protocol;
+    config.providers.insert(format!("{slug}-provider"), p);
+    config.catalog.apis.insert(
+        slug.to_owned(),
+        ApiOverride {
+            kind: Some("chat".parse().unwrap()),
+            provider: Some(format!("{slug}-provider")),
+            model: Some("some-model".to_owned()),
+            input_price_per_1k_tokens_usd: Some("0.01".parse().unwrap()),
+            output_price_per_1k_tokens_usd: Some("0.03".parse().unwrap()),
+            ..ApiOverride::default()
+        },
+    );
+}
+
+fn call(api: &str, input: Value) -> Value {
+    json!({"api": api, "input": input})
+}
+
+async fn chat_inputs_breaking_the_chat_rules_are_refused_before_storing(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    fake.always(chat_completion("never"));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| family_api(c, "chat", Protocol::Openai, &base))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let tool = json!({"name": "get_weather", "parameters": {"type": "object"}});
+    for key in [&app.live, &app.test] {
+        let c = app.client(key);
+        // A forced tool that is not offered: past the schema, against the rules.
+        let r = c
+            .call(call(
+                "chat",
+                json!({"messages": [{"role": "user", "content": "Weather?"}],
+                       "tools": [tool], "tool_choice": {"name": "get_time"}}),
+            ))
+            .await
+            .expect_error(400, "invalid_input");
+        let e = &r.body["error"];
+        assert_eq!(e["type"], "invalid_request_error", "{}", r.text);
+        assert_eq!(e["param"], "input.tool_choice.name", "{}", r.text);
+        assert_eq!(e["details"][0]["path"], "/tool_choice/name", "{}", r.text);
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("input.tool_choice.name: no tool is named"),
+            "{}",
+            r.text
+        );
+        // Two tools of one name, and a tool result that answers no call:
+        // both reported.
+        let r = c
+            .call(call(
+                "chat",
+                json!({"messages": [{"role": "user", "content": "Hi"},
+                                    {"role": "assistant", "content": "Let me see."},
+                                    {"role": "tool", "tool_call_id": "call_9", "content": "42"}],
+                       "tools": [tool, tool]}),
+            ))
+            .await
+            .expect_error(400, "invalid_input");
+        let paths: Vec<&str> = r.body["error"]["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            ["/tools/1/name", "/messages/2/tool_call_id"],
+            "{}",
+            r.text
+        );
+        let tasks = c.get("tasks").await.expect(200);
+        assert_eq!(tasks.data()["items"], json!([]), "nothing is stored");
+    }
+    assert_eq!(fake.requests(), 0, "nothing reaches upstream");
+    app.stop().await;
+}
+both!(chat_inputs_breaking_the_chat_rules_are_refused_before_storing);
+
+async fn what_a_provider_cannot_carry_is_an_unsupported_parameter(backend: Backend) {
+    let (gemini, gemini_base) = Fake::start().await;
+    gemini.always(chat_completion("never"));
+    let (openai, openai_base) = Fake::start().await;
+    openai.always(chat_completion("Fine."));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            family_api(c, "chat-gemini", Protocol::Gemini, &gemini_base);
+            family_api(c, "chat-openai", Protocol::Openai, &openai_base);
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let tool = json!({"name": "get_weather", "parameters": {"type": "object"}});
+    let input = json!({"messages": [{"role": "user", "content": "Weather?"}],
+                       "tools": [tool], "parallel_tool_calls": false});
+    for key in [&app.live, &app.test] {
+        let c = app.client(key);
+        let r = c
+            .call(call("chat-gemini", input.clone()))
+            .await
+            .expect_error(400, "unsupported_parameter");
+        let e = &r.body["error"];
+        assert_eq!(e["type"], "invalid_request_error", "{}", r.text);
+        assert_eq!(e["param"], "input.parallel_tool_calls", "{}", r.text);
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains("chat-gemini"), "{message}");
+        assert!(message.contains("parallel_tool_calls"), "{message}");
+        assert_eq!(c.get("tasks").await.expect(200).data()["items"], json!([]));
+    }
+    assert_eq!(gemini.requests(), 0, "nothing reaches upstream");
+    // The same input is fine where the provider has the switch.
+    let r = app
+        .client(&app.live)
+        .call(call("chat-openai", input))
+        .await
+        .expect(200);
+    assert_eq!(r.data()["status"], "succeeded", "{}", r.text);
+    assert_eq!(openai.seen.lock()[0].2["parallel_tool_calls"], false);
+    app.stop().await;
+}
+both!(what_a_provider_cannot_carry_is_an_unsupported_parameter);
