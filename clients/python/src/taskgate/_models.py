@@ -465,7 +465,7 @@ class Sandbox(_Model):
         )
 
 
-StreamEventType = Literal["delta", "done", "expired"]
+StreamEventType = Literal["delta", "reasoning", "tool_call", "done", "expired"]
 
 
 @dataclasses.dataclass(frozen=True)

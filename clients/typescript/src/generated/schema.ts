@@ -146,8 +146,11 @@ export interface paths {
         };
         /**
          * Follow a task's output as it is generated
-         * @description Server-Sent Events: `event: delta` with data `{"text": "…"}` for each piece of a chat
-         *     task's output, then `event: done` with the task object, and the stream ends. A
+         * @description Server-Sent Events, in the order generated: `event: delta` with data `{"text": "…"}`
+         *     for each piece of a chat task's text, `event: reasoning` (the same) for its
+         *     reasoning, `event: tool_call` with data `{index, id, name, arguments_delta}` for each
+         *     fragment of a tool call (`id` and `name` on an index's first), then `event: done`
+         *     with the task object, and the stream ends. A
          *     finished task answers with its `done` event at once. A key holds a limited number of
          *     streams open at once; a stream that reaches its longest duration ends with
          *     `event: expired` instead (the task goes on: reconnect to follow it further).
@@ -753,7 +756,7 @@ export interface operations {
                     "application/json": components["schemas"]["TaskEnvelope"];
                 };
             };
-            /** @description invalid_json, invalid_field, invalid_input, invalid_parameter, unsupported_parameter (an input option the API does not pass on) */
+            /** @description invalid_json, invalid_field, invalid_input, invalid_parameter, unsupported_parameter (an input option the API does not pass on, or what a chat API's provider cannot carry) */
             400: {
                 headers: {
                     /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
@@ -1361,7 +1364,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The event stream: `delta` events, then `done` (or `expired`) */
+            /** @description The event stream: `delta`, `reasoning` and `tool_call` events, then `done` (or `expired`) */
             200: {
                 headers: {
                     /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
@@ -1379,11 +1382,19 @@ export interface operations {
                     "text/event-stream": {
                         data: string;
                         /** @enum {string} */
-                        event: "delta" | "done" | "expired";
+                        event: "delta" | "reasoning" | "tool_call" | "done" | "expired";
                     } & ({
                         data?: unknown;
                         /** @constant */
                         event?: "delta";
+                    } | {
+                        data?: unknown;
+                        /** @constant */
+                        event?: "reasoning";
+                    } | {
+                        data?: unknown;
+                        /** @constant */
+                        event?: "tool_call";
                     } | {
                         data?: unknown;
                         /** @constant */

@@ -77,12 +77,7 @@ impl Executor {
         let entry = self.catalog.get(task.api.as_str());
         if entry.is_some_and(|e| e.spec.kind == "chat") {
             let hub = self.streams.open(task.id);
-            // Tool-call and reasoning pieces are not streamed to readers yet.
-            ctx = ctx.stream_to(Arc::new(move |piece: Piece| {
-                if let Piece::Text(delta) = piece {
-                    hub.push(&delta);
-                }
-            }));
+            ctx = ctx.stream_to(Arc::new(move |piece: Piece| hub.push_piece(piece)));
         }
         let result = match entry {
             Some(entry) => {

@@ -239,6 +239,11 @@ impl Chunks {
                 self.sent_text = true;
                 self.delta(&text)
             }
+            // This door streams text only (for now): its other pieces are
+            // left out, as before the stream carried them.
+            StreamEvent::Reasoning(_) | StreamEvent::ToolCall { .. } => {
+                Bytes::from_static(b": \n\n")
+            }
             StreamEvent::Done(task) => {
                 self.ended = true;
                 self.guard.disarm();

@@ -34,7 +34,7 @@ pub(super) fn stream_event_schema() -> Value {
         "required": ["event", "data"],
         "additionalProperties": false,
         "properties": {
-            "event": { "type": "string", "enum": ["delta", "done", "expired"] },
+            "event": { "type": "string", "enum": ["delta", "reasoning", "tool_call", "done", "expired"] },
             "data": { "type": "string", "contentMediaType": "application/json" },
         },
         "oneOf": [
@@ -45,6 +45,31 @@ pub(super) fn stream_event_schema() -> Value {
                         "type": "object",
                         "required": ["text"],
                         "properties": { "text": { "type": "string" } },
+                    } },
+                },
+            },
+            {
+                "properties": {
+                    "event": { "const": "reasoning" },
+                    "data": { "contentSchema": {
+                        "type": "object",
+                        "required": ["text"],
+                        "properties": { "text": { "type": "string" } },
+                    } },
+                },
+            },
+            {
+                "properties": {
+                    "event": { "const": "tool_call" },
+                    "data": { "contentSchema": {
+                        "type": "object",
+                        "required": ["index", "arguments_delta"],
+                        "properties": {
+                            "index": { "type": "integer", "minimum": 0 },
+                            "id": { "type": "string", "description": "On the first fragment of an index only." },
+                            "name": { "type": "string", "description": "On the first fragment of an index only." },
+                            "arguments_delta": { "type": "string", "description": "The fragments of an index joined are the call's arguments as JSON text." },
+                        },
                     } },
                 },
             },

@@ -21,7 +21,7 @@ use super::wire::{
         (status = 200, description = "The finished task", body = TaskEnvelope),
         (status = 202, description = "Still running; poll Location", body = TaskEnvelope,
             headers(("Location" = String, description = "/api/v1/call/{id}"))),
-        (status = 400, description = "invalid_json, invalid_field, invalid_input, invalid_parameter, unsupported_parameter (an input option the API does not pass on)", body = ErrorEnvelope),
+        (status = 400, description = "invalid_json, invalid_field, invalid_input, invalid_parameter, unsupported_parameter (an input option the API does not pass on, or what a chat API's provider cannot carry)", body = ErrorEnvelope),
         (status = 401, description = "Authentication failed", body = ErrorEnvelope),
         (status = 403, description = "insufficient_permissions, account_suspended, usage_limit_exceeded", body = ErrorEnvelope),
         (status = 404, description = "api_not_found", body = ErrorEnvelope),
@@ -83,15 +83,18 @@ fn task_cancel() {}
 
 /// Follow a task's output as it is generated
 ///
-/// Server-Sent Events: `event: delta` with data `{"text": "…"}` for each piece of a chat
-/// task's output, then `event: done` with the task object, and the stream ends. A
+/// Server-Sent Events, in the order generated: `event: delta` with data `{"text": "…"}`
+/// for each piece of a chat task's text, `event: reasoning` (the same) for its
+/// reasoning, `event: tool_call` with data `{index, id, name, arguments_delta}` for each
+/// fragment of a tool call (`id` and `name` on an index's first), then `event: done`
+/// with the task object, and the stream ends. A
 /// finished task answers with its `done` event at once. A key holds a limited number of
 /// streams open at once; a stream that reaches its longest duration ends with
 /// `event: expired` instead (the task goes on: reconnect to follow it further).
 #[utoipa::path(get, path = "/api/v1/tasks/{id}/stream", tag = "tasks",
     params(("id" = String, Path, description = "task_…")),
     responses(
-        (status = 200, description = "The event stream: `delta` events, then `done` (or `expired`)"),
+        (status = 200, description = "The event stream: `delta`, `reasoning` and `tool_call` events, then `done` (or `expired`)"),
         (status = 404, description = "task_not_found", body = ErrorEnvelope),
         (status = 429, description = "rate_limit_exceeded, too_many_streams (with Retry-After)", body = ErrorEnvelope),
     ))]

@@ -7,13 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use taskgate_providers::Piece;
 use taskgate_store::TaskRecord;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::principal::Principal;
 use crate::state::AppState;
 use crate::stream_slots::StreamSlot;
-use crate::streams::{Hub, RemoteText};
+use crate::streams::{Cursor, Hub, RemoteText};
 
 /// Pause between looks for a running task's output when it is not (yet)
 /// running here. (Its end is looked for in the store by one poller per
@@ -21,12 +22,23 @@ use crate::streams::{Hub, RemoteText};
 const STREAM_LOOK_EVERY: Duration = Duration::from_millis(100);
 const STREAM_KEEPALIVE: Duration = Duration::from_secs(15);
 
-/// What a reader of a task's output gets, in order: the text as it is
-/// generated (each delta is what was added since the last one), keep-alives
-/// in long silences, then the finished task; or, when the stream has lasted
+/// What a reader of a task's output gets, in order: the output as it is
+/// generated (each delta is what was added since the last one: text,
+/// reasoning, tool-call fragments), keep-alives in long silences, then the
+/// finished task; or, when the stream has lasted
 /// `limits.stream_max_seconds`, `Expired` instead of what would follow.
 pub enum StreamEvent {
     Delta(String),
+    Reasoning(String),
+    /// A fragment of the tool call at `index`: its first carries the
+    /// call's `id` and `name`; the `arguments_delta`s joined are its
+    /// arguments (a JSON object).
+    ToolCall {
+        index: u32,
+        id: Option<String>,
+        name: Option<String>,
+        arguments_delta: String,
+    },
     KeepAlive,
     Done(Box<TaskRecord>),
     Expired,
@@ -95,7 +107,10 @@ async fn follow_with(
     let mut done = done.unwrap_or_else(|| app.executor.wait(id));
     let mut hub: Option<Arc<Hub>> = None;
     let mut watch = None;
-    let mut sent = 0usize;
+    let mut cursor = Cursor::default();
+    // Reused from read to read: a text-only stream allocates no more than
+    // its text.
+    let mut pieces: Vec<Piece> = Vec::new();
     let mut last_write = tokio::time::Instant::now();
     let mut finished: Option<TaskRecord> = None;
     // With Redis, the text of a chat task running on another instance.
@@ -132,17 +147,13 @@ async fn follow_with(
         }
         tokio::select! {
             more = async { remote.as_mut().expect("guarded").changed().await }, if remote.is_some() => {
-                let text = match (more, &remote) {
-                    (true, Some(r)) => r.since(sent).await,
-                    _ => {
-                        remote = None;
-                        String::new()
-                    }
-                };
-                if !text.is_empty() {
-                    sent += text.len();
+                match (more, &remote) {
+                    (true, Some(r)) => r.read(&mut cursor, &mut pieces).await,
+                    _ => remote = None,
+                }
+                if !pieces.is_empty() {
                     last_write = tokio::time::Instant::now();
-                    if tx.send(StreamEvent::Delta(text)).await.is_err() {
+                    if !send_all(&tx, &mut pieces).await {
                         break;
                     }
                 }
@@ -180,11 +191,10 @@ async fn follow_with(
             }
         }
         if let Some(h) = &hub {
-            let text = h.since(sent);
-            if !text.is_empty() {
-                sent += text.len();
+            h.read(&mut cursor, &mut pieces);
+            if !pieces.is_empty() {
                 last_write = tokio::time::Instant::now();
-                if tx.send(StreamEvent::Delta(text)).await.is_err() {
+                if !send_all(&tx, &mut pieces).await {
                     break;
                 }
             }
@@ -197,6 +207,7 @@ async fn follow_with(
         // A reader that was following the text gets all of it before the
         // end, even when the last pieces had not reached it (through Redis,
         // from another instance): the stored output is the whole text.
+        let sent = cursor.text;
         if sent > 0
             && let Some(text) = t
                 .output
@@ -210,4 +221,30 @@ async fn follow_with(
         }
         let _ = tx.send(StreamEvent::Done(Box::new(t))).await;
     }
+}
+
+/// Sends each piece read as its event, emptying `pieces`; `false` once the
+/// reader has left.
+async fn send_all(tx: &mpsc::Sender<StreamEvent>, pieces: &mut Vec<Piece>) -> bool {
+    for piece in pieces.drain(..) {
+        let event = match piece {
+            Piece::Text(text) => StreamEvent::Delta(text),
+            Piece::Reasoning(text) => StreamEvent::Reasoning(text),
+            Piece::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => StreamEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments_delta: arguments,
+            },
+        };
+        if tx.send(event).await.is_err() {
+            return false;
+        }
+    }
+    true
 }

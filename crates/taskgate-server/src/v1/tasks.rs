@@ -99,7 +99,9 @@ pub async fn cancel(
 }
 
 /// GET /tasks/{id}/stream: the task's output as Server-Sent Events while it
-/// is generated (`event: delta`, data `{"text": "…"}`), then the final task
+/// is generated (`event: delta`, data `{"text": "…"}`; `event: reasoning`,
+/// the same; `event: tool_call`, `{index, id, name, arguments_delta}` with
+/// `id` and `name` on an index's first fragment only), then the final task
 /// object (`event: done`). A finished task answers with `done` at once. A
 /// key holds at most `limits.max_streams_per_key` streams open (else 429
 /// `too_many_streams`); one that reaches `limits.stream_max_seconds` ends
@@ -120,6 +122,13 @@ pub async fn stream(
         move |mut reader| async move {
             let bytes = match reader.next().await? {
                 StreamEvent::Delta(text) => sse("delta", &json!({ "text": text })),
+                StreamEvent::Reasoning(text) => sse("reasoning", &json!({ "text": text })),
+                StreamEvent::ToolCall {
+                    index,
+                    id,
+                    name,
+                    arguments_delta,
+                } => sse("tool_call", &tool_call(index, id, name, arguments_delta)),
                 StreamEvent::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
                 StreamEvent::Done(task) => sse("done", &TaskView::new(&task, true)),
                 StreamEvent::Expired => sse(
@@ -145,6 +154,24 @@ pub async fn stream(
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response.extensions_mut().insert(Raw);
     Ok(response)
+}
+
+/// A `tool_call` event's data: `id` and `name` only where the fragment has
+/// them (an index's first).
+fn tool_call(
+    index: u32,
+    id: Option<String>,
+    name: Option<String>,
+    arguments_delta: String,
+) -> serde_json::Value {
+    let mut data = json!({ "index": index, "arguments_delta": arguments_delta });
+    if let Some(id) = id {
+        data["id"] = json!(id);
+    }
+    if let Some(name) = name {
+        data["name"] = json!(name);
+    }
+    data
 }
 
 fn sse(event: &str, data: &impl Serialize) -> Bytes {

@@ -13,11 +13,22 @@ use crate::utils::{Backend, TestApp, both};
 /// A `chat` API `slug` at a provider of `protocol` whose fake listens at
 /// `base` (an OpenAI-style base ending in `/v1`).
 pub(crate) fn family_api(config: &mut Config, slug: &str, protocol: Protocol, base: &str) {
+    family_api_streaming(config, slug, protocol, base, false);
+}
+
+/// [`family_api`], streamed from upstream when `stream`.
+pub(crate) fn family_api_streaming(
+    config: &mut Config,
+    slug: &str,
+    protocol: Protocol,
+    base: &str,
+    stream: bool,
+) {
     let base = match protocol {
         Protocol::Openai => base.to_owned(),
         _ => base.trim_end_matches("/v1").to_owned(),
     };
-    let mut p = provider(&base, false);
+    let mut p = provider(&base, stream);
     p.protocol = protocol;
     config.providers.insert(format!("{slug}-provider"), p);
     config.catalog.apis.insert(

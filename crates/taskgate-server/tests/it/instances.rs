@@ -143,7 +143,7 @@ async fn a_sync_call_returns_when_its_task_ends_on_another_instance() {
 
 /// The Redis of the machine (`TASKGATE_TEST_REDIS_URL`, default
 /// `redis://127.0.0.1:6379`), or `None` (and the test skips, except in CI).
-async fn redis_url() -> Option<String> {
+pub(crate) async fn redis_url() -> Option<String> {
     let url = std::env::var("TASKGATE_TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let addr = url

@@ -12,6 +12,7 @@ mod catalog;
 mod chaos;
 mod chat_checks;
 mod chat_families;
+mod chat_streams;
 mod dashboard;
 mod envelope;
 mod hardening;

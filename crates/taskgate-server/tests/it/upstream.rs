@@ -31,6 +31,9 @@ pub(crate) enum Reply {
     Json(u16, Value),
     /// SSE events sent `gap` apart; with `hang`, the stream then stays open.
     Sse(Vec<Value>, Duration, bool),
+    /// SSE events sent `gap` apart, without OpenAI's closing `[DONE]`
+    /// (Anthropic's and Gemini's streams just end).
+    Events(Vec<Value>, Duration),
     Hang,
 }
 
@@ -63,10 +66,15 @@ async fn handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: Bytes
         Some(Reply::Json(status, v)) => {
             (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response()
         }
-        Some(Reply::Sse(events, gap, hang)) => {
+        Some(reply @ (Reply::Sse(..) | Reply::Events(..))) => {
+            let (events, gap, hang, done) = match reply {
+                Reply::Sse(events, gap, hang) => (events, gap, hang, !hang),
+                Reply::Events(events, gap) => (events, gap, false, false),
+                _ => unreachable!(),
+            };
             let flag = CloseFlag(f.closed.clone());
             let mut lines: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
-            if !hang {
+            if done {
                 lines.push("data: [DONE]\n\n".to_owned());
             }
             let stream = futures_util::stream::unfold(
