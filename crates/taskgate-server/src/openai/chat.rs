@@ -79,6 +79,8 @@ pub(super) async fn completions(
         include_usage: request.include_usage,
         sent_role: false,
         sent_text: false,
+        sent_reasoning: false,
+        sent_calls: false,
         ended: false,
         first,
         reader,
@@ -185,6 +187,8 @@ struct Chunks {
     /// Whether any text was sent: a task that streamed nothing (a provider
     /// without streaming) sends its whole text when it ends.
     sent_text: bool,
+    sent_reasoning: bool,
+    sent_calls: bool,
     ended: bool,
     first: Option<StreamEvent>,
     reader: Reader,
@@ -239,10 +243,28 @@ impl Chunks {
                 self.sent_text = true;
                 self.delta(&text)
             }
-            // This door streams text only (for now): its other pieces are
-            // left out, as before the stream carried them.
-            StreamEvent::Reasoning(_) | StreamEvent::ToolCall { .. } => {
-                Bytes::from_static(b": \n\n")
+            StreamEvent::Reasoning(text) => {
+                self.sent_reasoning = true;
+                self.piece(json!({"reasoning_content": text}))
+            }
+            // OpenAI's fragments: the first of a call has its id, type and
+            // name; every one a piece of the arguments' JSON text.
+            StreamEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments_delta,
+            } => {
+                self.sent_calls = true;
+                let mut call = json!({"index": index, "function": {"arguments": arguments_delta}});
+                if let Some(id) = id {
+                    call["id"] = json!(id);
+                    call["type"] = json!("function");
+                }
+                if let Some(name) = name {
+                    call["function"]["name"] = json!(name);
+                }
+                self.piece(json!({"tool_calls": [call]}))
             }
             StreamEvent::Done(task) => {
                 self.ended = true;
@@ -252,13 +274,19 @@ impl Chunks {
                 }
                 let output = output_of(&task);
                 let mut out = Vec::new();
-                // Today's hub streams text only: the reasoning and the tool
-                // calls come whole, at the end, each call one chunk of its
-                // own index (as OpenAI's first fragment of a call is).
-                if let Some(r) = output.get("reasoning").and_then(Value::as_str) {
+                // A task that streamed none of its pieces (a provider without
+                // streaming) sends them whole: each call one chunk of its own
+                // index, as OpenAI's first fragment of a call is.
+                if !self.sent_reasoning
+                    && let Some(r) = output.get("reasoning").and_then(Value::as_str)
+                {
                     out.extend_from_slice(&self.piece(json!({"reasoning_content": r})));
                 }
-                let calls = tool_calls(&output);
+                let calls = if self.sent_calls {
+                    Vec::new()
+                } else {
+                    tool_calls(&output)
+                };
                 if !self.sent_text {
                     let text = output.get("text").and_then(Value::as_str).unwrap_or("");
                     if !text.is_empty() || calls.is_empty() {

@@ -261,3 +261,97 @@ async fn images_documents_schemas_and_reasoning(backend: Backend) {
     app.stop().await;
 }
 both!(images_documents_schemas_and_reasoning);
+
+/// The data of each event of a streamed answer.
+async fn stream_data(c: &TestClient, body: Value) -> Vec<String> {
+    let r = c
+        .request(reqwest::Method::POST, "/openai/v1/chat/completions")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    text.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: ").map(str::to_owned))
+        .collect()
+}
+
+async fn streamed_tool_calls_and_reasoning(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    let delta = |d: Value, finish: Option<&str>| crate::upstream::chunk(d, finish);
+    fake.then(Reply::Sse(
+        vec![
+            delta(
+                json!({"role": "assistant", "reasoning_content": "Think"}),
+                None,
+            ),
+            delta(json!({"reasoning_content": " twice."}), None),
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": ""}}]}),
+                None,
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":"}}]}),
+                None,
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+                None,
+            ),
+            delta(json!({}), Some("tool_calls")),
+        ],
+        std::time::Duration::from_millis(30),
+        false,
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, true))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let events = stream_data(
+        &c,
+        json!({"model": "chat", "stream": true, "tools": [weather_tool()],
+               "messages": [{"role": "user", "content": "Weather in Paris?"}]}),
+    )
+    .await;
+    assert_eq!(events.last().unwrap(), "[DONE]", "{events:?}");
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let deltas: Vec<&Value> = chunks.iter().map(|c| &c["choices"][0]["delta"]).collect();
+    let reasoning: String = deltas
+        .iter()
+        .filter_map(|d| d["reasoning_content"].as_str())
+        .collect();
+    assert_eq!(reasoning, "Think twice.");
+    // The call's fragments as they came: the first with its id and name.
+    let fragments: Vec<&Value> = deltas
+        .iter()
+        .filter_map(|d| d["tool_calls"].get(0))
+        .collect();
+    assert!(fragments.len() >= 2, "streamed, not whole: {events:?}");
+    assert_eq!(fragments[0]["id"], "call_1");
+    assert_eq!(fragments[0]["type"], "function");
+    assert_eq!(fragments[0]["function"]["name"], "get_weather");
+    assert!(fragments.iter().all(|f| f["index"] == 0));
+    assert!(fragments[1..].iter().all(|f| f.get("id").is_none()));
+    let arguments: String = fragments
+        .iter()
+        .filter_map(|f| f["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&arguments).unwrap(),
+        json!({"city": "Paris"})
+    );
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(last["choices"][0]["delta"], json!({}));
+    app.stop().await;
+}
+both!(streamed_tool_calls_and_reasoning);
