@@ -93,6 +93,20 @@ class AnthropicSDK(unittest.TestCase):
         self.assertEqual(second.content[0].type, "text")
         self.assertTrue(second.content[0].text)
 
+    def test_a_streamed_tool_use(self):
+        with client(TEST).messages.stream(
+            model="chat",
+            max_tokens=200,
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[WEATHER],
+            tool_choice={"type": "tool", "name": "get_weather"},
+        ) as stream:
+            message = stream.get_final_message()
+        self.assertEqual(message.stop_reason, "tool_use")
+        use = [b for b in message.content if b.type == "tool_use"][0]
+        self.assertEqual(use.name, "get_weather")
+        self.assertIsInstance(use.input["city"], str)
+
     def test_errors_are_the_sdks_exceptions(self):
         with self.assertRaises(anthropic.AuthenticationError) as caught:
             client("tg_live_" + "x" * 40, max_retries=0).messages.create(

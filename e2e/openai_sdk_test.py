@@ -131,6 +131,28 @@ class OpenAISDK(unittest.TestCase):
         stored = task(raw.headers["x-taskgate-task-id"], TEST)
         self.assertEqual(stored["input"]["messages"][2]["role"], "tool")
 
+    def test_a_streamed_tool_call(self):
+        stream = client(TEST).chat.completions.create(
+            model="chat",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+            tool_choice="required",
+            stream=True,
+        )
+        name, arguments, finish = None, "", None
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            for call in chunk.choices[0].delta.tool_calls or []:
+                self.assertEqual(call.index, 0)
+                name = name or call.function.name
+                arguments += call.function.arguments or ""
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertEqual(name, "get_weather")
+        self.assertIsInstance(json.loads(arguments)["city"], str)
+        self.assertEqual(finish, "tool_calls")
+
     def test_embeddings(self):
         # The SDK asks for base64 by default and decodes it.
         result = client().embeddings.create(model="embed", input=["a cat", "a dog"])

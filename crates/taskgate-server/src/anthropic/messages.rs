@@ -1,12 +1,12 @@
 //! POST /anthropic/v1/messages: a `chat` task, answered as a `message`, or
-//! with `"stream": true` as Anthropic's server-sent events.
+//! with `"stream": true` as Anthropic's server-sent events (`stream.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use taskgate_core::TaskStatus;
@@ -14,13 +14,15 @@ use taskgate_providers::kinds::Kind;
 use taskgate_store::TaskRecord;
 
 use super::request::MessagesRequest;
+use super::stream::Events;
 use super::{AnthropicError, task_header};
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
 use crate::envelope::Raw;
 use crate::error::ApiError;
 use crate::executor::Told;
-use crate::service::calls::{self, End};
+use crate::service::calls::{self, End, Started};
+use crate::service::stream::{Reader, StreamEvent};
 use crate::service::tasks::CancelOnDrop;
 use crate::state::AppState;
 
@@ -46,12 +48,38 @@ pub(super) async fn create(
         call.insert("sandbox".to_owned(), sandbox);
     }
     let call = calls::validate(&app.catalog, &principal, call).map_err(ApiError::from)?;
-    let started = calls::start(&app, &principal, call, Told::AtEnd)
+    // A stream takes one of the key's stream slots before its task exists,
+    // and tells of the task at once.
+    let slot = if request.stream {
+        Some(app.stream_slots.open(principal.key_id)?)
+    } else {
+        None
+    };
+    let told = if slot.is_some() {
+        Told::AtOnce
+    } else {
+        Told::AtEnd
+    };
+    let started = calls::start(&app, &principal, call, told)
         .await
         .map_err(ApiError::from)?;
     let id = started.task.id;
     // A client that leaves before the answer takes its task with it.
     let mut guard = CancelOnDrop::new(&app, &principal, id);
+    if let Some(slot) = slot {
+        let Started { task, done } = started;
+        let mut reader = Reader::follow(&app, principal, task.clone(), done, slot);
+        // The first event decides the status: a task that failed before any
+        // output is an error answer, not a stream.
+        let first = reader.next().await;
+        if let Some(StreamEvent::Done(t)) = &first
+            && t.status != TaskStatus::Succeeded
+        {
+            guard.disarm();
+            return Err(AnthropicError::of_task(t));
+        }
+        return Ok(Events::new(request.model, task, first, reader, guard).into_response());
+    }
     let limit =
         Duration::from_millis(started.task.timeout_ms.max(0) as u64) + Duration::from_secs(30);
     let end = calls::end_of(&app, started, limit).await;
@@ -70,12 +98,7 @@ pub(super) async fn create(
     if task.status != TaskStatus::Succeeded {
         return Err(AnthropicError::of_task(&task));
     }
-    let message = message_of(&task, &request.model);
-    let mut response = if request.stream {
-        events_of(&message)
-    } else {
-        Json(message).into_response()
-    };
+    let mut response = Json(message_of(&task, &request.model)).into_response();
     response.headers_mut().extend(task_header(task.id));
     response.extensions_mut().insert(Raw);
     Ok(response)
@@ -83,7 +106,7 @@ pub(super) async fn create(
 
 /// A finished chat task as a `message`. Its id is the task's with `msg_`
 /// for `task_`, so one tells the other.
-fn message_of(task: &TaskRecord, model: &str) -> Value {
+pub(super) fn message_of(task: &TaskRecord, model: &str) -> Value {
     let output = match task.output.as_deref().map(serde_json::from_str::<Value>) {
         Some(Ok(Value::Object(m))) => m,
         _ => Map::new(),
@@ -124,70 +147,4 @@ fn message_of(task: &TaskRecord, model: &str) -> Value {
             "output_tokens": task.output_tokens.unwrap_or(0),
         },
     })
-}
-
-/// A message as Anthropic's stream of events, sent once the task has ended
-/// (each block whole in one delta).
-fn events_of(message: &Value) -> Response {
-    let mut out = String::new();
-    let mut event = |name: &str, data: Value| {
-        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
-    };
-    let mut start = message.clone();
-    start["content"] = json!([]);
-    start["stop_reason"] = Value::Null;
-    start["usage"]["output_tokens"] = json!(0);
-    event(
-        "message_start",
-        json!({"type": "message_start", "message": start}),
-    );
-    event("ping", json!({"type": "ping"}));
-    for (index, block) in message["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let (empty, delta) = match block["type"].as_str() {
-            Some("thinking") => (
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
-                json!({"type": "thinking_delta", "thinking": block["thinking"]}),
-            ),
-            Some("tool_use") => (
-                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
-                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
-            ),
-            _ => (
-                json!({"type": "text", "text": ""}),
-                json!({"type": "text_delta", "text": block["text"]}),
-            ),
-        };
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index, "content_block": empty}),
-        );
-        event(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": index, "delta": delta}),
-        );
-        event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": index}),
-        );
-    }
-    event(
-        "message_delta",
-        json!({"type": "message_delta",
-               "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
-               "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
-    );
-    event("message_stop", json!({"type": "message_stop"}));
-    let mut response = out.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
 }

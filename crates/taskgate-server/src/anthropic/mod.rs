@@ -9,6 +9,7 @@
 
 mod messages;
 mod request;
+mod stream;
 
 use std::sync::Arc;
 

@@ -204,7 +204,8 @@ async fn media_json_thinking_streams_and_errors(backend: Backend) {
     assert_eq!(sent["response_format"]["json_schema"]["schema"], schema);
     assert_eq!(sent["reasoning_effort"], "medium");
 
-    // Streamed: Anthropic's events, in order, each block whole.
+    // Streamed from a provider that does not stream: Anthropic's events,
+    // in order, each block whole.
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
     let r = post(&c, Some(&app.live), streamed).await;
@@ -223,7 +224,6 @@ async fn media_json_thinking_streams_and_errors(backend: Backend) {
         names,
         [
             "message_start",
-            "ping",
             "content_block_start",
             "content_block_delta",
             "content_block_stop",
@@ -314,3 +314,95 @@ async fn media_json_thinking_streams_and_errors(backend: Backend) {
     app.stop().await;
 }
 both!(media_json_thinking_streams_and_errors);
+
+/// A streaming provider's text and tool call fragments, as Anthropic's
+/// blocks and deltas while they come.
+async fn streamed_pieces_are_blocks(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    let delta = |d: Value, finish: Option<&str>| crate::upstream::chunk(d, finish);
+    fake.then(Reply::Sse(
+        vec![
+            delta(json!({"role": "assistant", "content": "Let me "}), None),
+            delta(json!({"content": "look."}), None),
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\":"}}]}),
+                None,
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+                None,
+            ),
+            delta(json!({}), Some("tool_calls")),
+        ],
+        std::time::Duration::from_millis(30),
+        false,
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, true))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 100, "stream": true, "tools": [weather()],
+               "messages": [{"role": "user", "content": "Weather in Paris?"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let events: Vec<(String, Value)> = r
+        .text
+        .split("\n\n")
+        .filter_map(|e| {
+            let (name, data) = e.split_once('\n')?;
+            Some((
+                name.strip_prefix("event: ")?.to_owned(),
+                serde_json::from_str(data.strip_prefix("data: ")?).ok()?,
+            ))
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names[0], "message_start");
+    assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+    let text: String = events
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Let me look.");
+    // Text deltas came one by one, in block 0; the call is block 1.
+    let text_deltas = events
+        .iter()
+        .filter(|(_, d)| d["delta"]["type"] == "text_delta")
+        .count();
+    assert!(text_deltas >= 2, "{}", r.text);
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(starts.len(), 2, "{}", r.text);
+    assert_eq!(starts[1]["index"], 1);
+    assert_eq!(
+        starts[1]["content_block"],
+        json!({"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {}})
+    );
+    let json: String = events
+        .iter()
+        .filter(|(_, d)| d["index"] == 1)
+        .filter_map(|(_, d)| d["delta"]["partial_json"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&json).unwrap(),
+        json!({"city": "Paris"})
+    );
+    let stops = names.iter().filter(|n| **n == "content_block_stop").count();
+    assert_eq!(stops, 2);
+    let end = &events[events.len() - 2].1;
+    assert_eq!(end["delta"]["stop_reason"], "tool_use");
+    app.stop().await;
+}
+both!(streamed_pieces_are_blocks);
