@@ -87,6 +87,72 @@ class OpenAISDK(unittest.TestCase):
         self.assertEqual(stored["usage"]["cost_usd"], "0.000000")
         self.assertEqual(raw.parse().choices[0].message.content, stored["output"]["text"])
 
+    def test_a_tool_call_round_trip(self):
+        # A test key's sandbox calls the forced tool with arguments made from
+        # its schema, then answers the tool's result with text.
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "The weather in a city",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"city": {"type": "string"}},
+                        "required": ["city"],
+                    },
+                },
+            }
+        ]
+        messages = [{"role": "user", "content": "Weather in Paris?"}]
+        first = client(TEST).chat.completions.create(
+            model="chat",
+            messages=messages,
+            tools=tools,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        )
+        message = first.choices[0].message
+        self.assertEqual(first.choices[0].finish_reason, "tool_calls")
+        self.assertIsNone(message.content)
+        call = message.tool_calls[0]
+        self.assertEqual(call.type, "function")
+        self.assertEqual(call.function.name, "get_weather")
+        self.assertIsInstance(json.loads(call.function.arguments)["city"], str)
+        messages += [
+            message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"},
+        ]
+        raw = client(TEST).chat.completions.with_raw_response.create(
+            model="chat", messages=messages, tools=tools
+        )
+        second = raw.parse()
+        self.assertIsNone(second.choices[0].message.tool_calls)
+        self.assertTrue(second.choices[0].message.content)
+        stored = task(raw.headers["x-taskgate-task-id"], TEST)
+        self.assertEqual(stored["input"]["messages"][2]["role"], "tool")
+
+    def test_a_streamed_tool_call(self):
+        stream = client(TEST).chat.completions.create(
+            model="chat",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+            tool_choice="required",
+            stream=True,
+        )
+        name, arguments, finish = None, "", None
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            for call in chunk.choices[0].delta.tool_calls or []:
+                self.assertEqual(call.index, 0)
+                name = name or call.function.name
+                arguments += call.function.arguments or ""
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertEqual(name, "get_weather")
+        self.assertIsInstance(json.loads(arguments)["city"], str)
+        self.assertEqual(finish, "tool_calls")
+
     def test_embeddings(self):
         # The SDK asks for base64 by default and decodes it.
         result = client().embeddings.create(model="embed", input=["a cat", "a dog"])
@@ -117,12 +183,9 @@ class OpenAISDK(unittest.TestCase):
             client().chat.completions.create(model="no-such-model", messages=MESSAGES)
         self.assertEqual(caught.exception.body["param"], "model")
         with self.assertRaises(openai.BadRequestError) as caught:
-            client().chat.completions.create(
-                model="chat",
-                messages=MESSAGES,
-                tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
-            )
+            client().chat.completions.create(model="chat", messages=MESSAGES, logprobs=True)
         self.assertEqual(caught.exception.body["code"], "unsupported_parameter")
+        self.assertEqual(caught.exception.body["param"], "logprobs")
         with self.assertRaises(openai.PermissionDeniedError):
             client(RESTRICTED).chat.completions.create(model="chat", messages=MESSAGES)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The client libraries (clients/typescript, clients/python, clients/go) and
-# the OpenAI-compatible endpoint under the official `openai` packages:
+# the OpenAI- and Anthropic-compatible endpoints under the official
+# `openai` and `anthropic` packages:
 #
 #   1. every library has the server's version;
 #   2. the committed OpenAPI snapshot (clients/openapi.json) is the document
@@ -151,6 +152,9 @@ if $have_python; then
     echo "== the openai Python package against /openai/v1"
     venv "$target/openai-sdk-venv" "openai==3.54.0"
     with_server "$target/openai-sdk-venv/bin/python" -m unittest e2e/openai_sdk_test.py
+    echo "== the anthropic Python package against /anthropic/v1"
+    venv "$target/anthropic-sdk-venv" "anthropic==2.10.0"
+    with_server "$target/anthropic-sdk-venv/bin/python" -m unittest e2e/anthropic_sdk_test.py
 fi
 if $have_node; then
     echo "== the openai Node package against /openai/v1"

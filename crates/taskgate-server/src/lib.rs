@@ -4,6 +4,7 @@
 //! [`start`] is the whole service; the binary and the tests both call it.
 //! docs/architecture.md shows the layers and which module owns what.
 
+pub mod anthropic;
 pub mod api_errors;
 pub mod app;
 pub mod auth;

@@ -6,7 +6,7 @@ use axum::routing::{get, post};
 use axum::{Router, middleware};
 
 use crate::state::AppState;
-use crate::{auth, dashboard, envelope, meta, openai, v1};
+use crate::{anthropic, auth, dashboard, envelope, meta, openai, v1};
 
 pub fn router(app: Arc<AppState>) -> Router {
     let api = Router::new()
@@ -27,6 +27,7 @@ pub fn router(app: Arc<AppState>) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .nest("/openai/v1", openai::router(app.clone()))
+        .nest("/anthropic/v1", anthropic::router(app.clone()))
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))
         .route("/metrics", get(meta::metrics))

@@ -14,9 +14,10 @@ use taskgate_core::TaskStatus;
 use taskgate_providers::kinds::Kind;
 use taskgate_store::TaskRecord;
 
+use super::request::ChatRequest;
 use super::{
-    CancelOnDrop, OpenAiError, call_body, metadata_of, model_entry, model_of, output_of,
-    start_call, task_answer, task_header, unix_seconds, until_end,
+    OpenAiError, call_body, model_entry, output_of, start_call, task_answer, task_header,
+    unix_seconds, until_end,
 };
 use crate::auth::{Auth, TasksWrite};
 use crate::body::JsonObject;
@@ -24,181 +25,8 @@ use crate::envelope::Raw;
 use crate::executor::Told;
 use crate::service::calls::Started;
 use crate::service::stream::{Reader, StreamEvent};
+use crate::service::tasks::CancelOnDrop;
 use crate::state::AppState;
-
-/// Request fields whose answers a normalized `chat` task cannot carry:
-/// refused unless absent, `null` or `false`.
-const UNSUPPORTED: [(&str, &str); 9] = [
-    ("tools", "Tool calling (`tools`)"),
-    ("tool_choice", "`tool_choice`"),
-    ("functions", "Function calling (`functions`)"),
-    ("function_call", "`function_call`"),
-    ("logprobs", "`logprobs`"),
-    ("top_logprobs", "`top_logprobs`"),
-    ("audio", "Audio output (`audio`)"),
-    ("modalities", "`modalities`"),
-    ("prediction", "`prediction`"),
-];
-
-/// Request fields that concern OpenAI's own service, not the model's answer.
-const DROPPED: [&str; 3] = ["user", "store", "parallel_tool_calls"];
-
-/// A chat completion request, as the task's input and how to answer it.
-struct ChatRequest {
-    model: String,
-    input: Map<String, Value>,
-    metadata: Value,
-    sandbox: Option<Value>,
-    stream: bool,
-    include_usage: bool,
-}
-
-impl ChatRequest {
-    fn parse(mut body: Map<String, Value>) -> Result<Self, OpenAiError> {
-        let model = model_of(&mut body)?;
-        let metadata = metadata_of(&mut body);
-        let sandbox = body.remove("sandbox");
-        for (field, what) in UNSUPPORTED {
-            if body
-                .remove(field)
-                .is_some_and(|v| !matches!(v, Value::Null | Value::Bool(false)))
-            {
-                return Err(OpenAiError::unsupported(field, what));
-            }
-        }
-        for field in DROPPED {
-            body.remove(field);
-        }
-        let stream = match body.remove("stream") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => b,
-            Some(_) => return Err(OpenAiError::invalid("stream", "stream must be a boolean.")),
-        };
-        let include_usage = match body.remove("stream_options") {
-            None | Some(Value::Null) => false,
-            Some(Value::Object(o)) => o.get("include_usage") == Some(&Value::Bool(true)),
-            Some(_) => {
-                return Err(OpenAiError::invalid(
-                    "stream_options",
-                    "stream_options must be an object.",
-                ));
-            }
-        };
-        match body.remove("n") {
-            None | Some(Value::Null) => {}
-            Some(n) if n.as_f64() == Some(1.0) => {}
-            Some(_) => return Err(OpenAiError::unsupported("n", "More than one choice (`n`)")),
-        }
-        let mut input = Map::new();
-        let messages = match body.remove("messages") {
-            Some(Value::Array(ms)) => ms
-                .into_iter()
-                .enumerate()
-                .map(|(i, m)| message(i, m))
-                .collect::<Result<Vec<Value>, _>>()?,
-            None => return Err(OpenAiError::invalid("messages", "messages is required.")),
-            Some(_) => {
-                return Err(OpenAiError::invalid(
-                    "messages",
-                    "messages must be an array.",
-                ));
-            }
-        };
-        input.insert("messages".to_owned(), Value::Array(messages));
-        // `max_completion_tokens` is the newer name of `max_tokens`.
-        let max_completion = body.remove("max_completion_tokens");
-        let max = body.remove("max_tokens");
-        if let Some(v) = max_completion.or(max).filter(|v| !v.is_null()) {
-            input.insert("max_tokens".to_owned(), v);
-        }
-        for field in ["temperature", "top_p"] {
-            if let Some(v) = body.remove(field).filter(|v| !v.is_null()) {
-                input.insert(field.to_owned(), v);
-            }
-        }
-        match body.remove("stop") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) => {
-                input.insert("stop".to_owned(), json!([s]));
-            }
-            Some(v) => {
-                input.insert("stop".to_owned(), v);
-            }
-        }
-        // Everything else (seed, response_format, penalties, a provider's
-        // own fields) goes to the upstream request as it is.
-        if !body.is_empty() {
-            input.insert("options".to_owned(), Value::Object(body));
-        }
-        Ok(Self {
-            model,
-            input,
-            metadata,
-            sandbox,
-            stream,
-            include_usage,
-        })
-    }
-}
-
-/// One message, as the `chat` kind takes it: `developer` is `system`, and a
-/// content of text parts is their text.
-fn message(i: usize, m: Value) -> Result<Value, OpenAiError> {
-    let param = |field: &str| format!("messages[{i}].{field}");
-    let Value::Object(mut m) = m else {
-        return Err(OpenAiError::invalid(
-            &format!("messages[{i}]"),
-            "Each message must be an object.",
-        ));
-    };
-    if m.get("tool_calls").is_some_and(|v| !v.is_null()) {
-        return Err(OpenAiError::unsupported(&param("tool_calls"), "Tool calls"));
-    }
-    let role = match m.remove("role") {
-        Some(Value::String(r)) => match r.as_str() {
-            "developer" => "system".to_owned(),
-            "system" | "user" | "assistant" => r,
-            "tool" | "function" => {
-                return Err(OpenAiError::unsupported(
-                    &param("role"),
-                    "A message of role \"tool\" or \"function\"",
-                ));
-            }
-            _ => {
-                return Err(OpenAiError::invalid(
-                    &param("role"),
-                    "role must be \"system\", \"developer\", \"user\" or \"assistant\".",
-                ));
-            }
-        },
-        _ => return Err(OpenAiError::invalid(&param("role"), "role is required.")),
-    };
-    let content = match m.remove("content") {
-        Some(Value::String(s)) => s,
-        Some(Value::Array(parts)) => {
-            let mut texts = Vec::with_capacity(parts.len());
-            for (j, part) in parts.into_iter().enumerate() {
-                match (part.get("type").and_then(Value::as_str), part.get("text")) {
-                    (Some("text"), Some(Value::String(t))) => texts.push(t.clone()),
-                    _ => {
-                        return Err(OpenAiError::unsupported(
-                            &format!("messages[{i}].content[{j}]"),
-                            "A content part other than text",
-                        ));
-                    }
-                }
-            }
-            texts.join("\n")
-        }
-        _ => {
-            return Err(OpenAiError::invalid(
-                &param("content"),
-                "content must be a string or an array of text parts.",
-            ));
-        }
-    };
-    Ok(json!({"role": role, "content": content}))
-}
 
 pub(super) async fn completions(
     State(app): State<Arc<AppState>>,
@@ -251,6 +79,8 @@ pub(super) async fn completions(
         include_usage: request.include_usage,
         sent_role: false,
         sent_text: false,
+        sent_reasoning: false,
+        sent_calls: false,
         ended: false,
         first,
         reader,
@@ -277,6 +107,19 @@ pub(super) async fn completions(
 fn completion(task: &TaskRecord, model: &str) -> Response {
     let output = output_of(task);
     let text = output.get("text").and_then(Value::as_str).unwrap_or("");
+    let calls = tool_calls(&output);
+    let mut message = json!({
+        "role": "assistant",
+        // OpenAI's `null` content of an answer that only calls tools.
+        "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+        "refusal": null,
+    });
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    if let Some(r) = output.get("reasoning").filter(|r| r.is_string()) {
+        message["reasoning_content"] = r.clone();
+    }
     task_answer(
         task,
         json!({
@@ -286,7 +129,7 @@ fn completion(task: &TaskRecord, model: &str) -> Response {
             "model": model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": null},
+                "message": message,
                 "logprobs": null,
                 "finish_reason": finish_reason(&output),
             }],
@@ -296,11 +139,30 @@ fn completion(task: &TaskRecord, model: &str) -> Response {
     )
 }
 
-/// OpenAI's finish reasons. This endpoint refuses tools, so an answer has no
-/// tool calls to point to: `tool_calls`, like the kind's `other`, is `stop`.
+/// The output's tool calls in OpenAI's shape, their arguments a JSON string.
+fn tool_calls(output: &Map<String, Value>) -> Vec<Value> {
+    let Some(Value::Array(calls)) = output.get("tool_calls") else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c["id"],
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": c.get("arguments").map_or_else(|| "{}".to_owned(), Value::to_string),
+                },
+            })
+        })
+        .collect()
+}
+
+/// OpenAI's finish reasons: the kind's `other` is `stop`.
 fn finish_reason(output: &Map<String, Value>) -> &str {
     match output.get("finish_reason").and_then(Value::as_str) {
-        Some(r @ ("length" | "content_filter")) => r,
+        Some(r @ ("length" | "content_filter" | "tool_calls")) => r,
         _ => "stop",
     }
 }
@@ -335,6 +197,8 @@ struct Chunks {
     /// Whether any text was sent: a task that streamed nothing (a provider
     /// without streaming) sends its whole text when it ends.
     sent_text: bool,
+    sent_reasoning: bool,
+    sent_calls: bool,
     ended: bool,
     first: Option<StreamEvent>,
     reader: Reader,
@@ -389,10 +253,28 @@ impl Chunks {
                 self.sent_text = true;
                 self.delta(&text)
             }
-            // This door streams text only (for now): its other pieces are
-            // left out, as before the stream carried them.
-            StreamEvent::Reasoning(_) | StreamEvent::ToolCall { .. } => {
-                Bytes::from_static(b": \n\n")
+            StreamEvent::Reasoning(text) => {
+                self.sent_reasoning = true;
+                self.piece(json!({"reasoning_content": text}))
+            }
+            // OpenAI's fragments: the first of a call has its id, type and
+            // name; every one a piece of the arguments' JSON text.
+            StreamEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments_delta,
+            } => {
+                self.sent_calls = true;
+                let mut call = json!({"index": index, "function": {"arguments": arguments_delta}});
+                if let Some(id) = id {
+                    call["id"] = json!(id);
+                    call["type"] = json!("function");
+                }
+                if let Some(name) = name {
+                    call["function"]["name"] = json!(name);
+                }
+                self.piece(json!({"tool_calls": [call]}))
             }
             StreamEvent::Done(task) => {
                 self.ended = true;
@@ -402,9 +284,28 @@ impl Chunks {
                 }
                 let output = output_of(&task);
                 let mut out = Vec::new();
+                // A task that streamed none of its pieces (a provider without
+                // streaming) sends them whole: each call one chunk of its own
+                // index, as OpenAI's first fragment of a call is.
+                if !self.sent_reasoning
+                    && let Some(r) = output.get("reasoning").and_then(Value::as_str)
+                {
+                    out.extend_from_slice(&self.piece(json!({"reasoning_content": r})));
+                }
+                let calls = if self.sent_calls {
+                    Vec::new()
+                } else {
+                    tool_calls(&output)
+                };
                 if !self.sent_text {
                     let text = output.get("text").and_then(Value::as_str).unwrap_or("");
-                    out.extend_from_slice(&self.delta(text));
+                    if !text.is_empty() || calls.is_empty() {
+                        out.extend_from_slice(&self.delta(text));
+                    }
+                }
+                for (index, mut call) in calls.into_iter().enumerate() {
+                    call["index"] = json!(index);
+                    out.extend_from_slice(&self.piece(json!({"tool_calls": [call]})));
                 }
                 let last = json!([{
                     "index": 0,
@@ -429,6 +330,19 @@ impl Chunks {
             self.sent_role = true;
             json!({"role": "assistant", "content": text, "refusal": null})
         };
+        self.chunk(
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]),
+            Value::Null,
+        )
+    }
+
+    /// A delta of other than text (the role sent first if not yet).
+    fn piece(&mut self, mut delta: Value) -> Bytes {
+        if !self.sent_role {
+            self.sent_role = true;
+            delta["role"] = json!("assistant");
+            delta["content"] = Value::Null;
+        }
         self.chunk(
             json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]),
             Value::Null,

@@ -9,6 +9,7 @@
 
 mod chat;
 mod embeddings;
+mod request;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -20,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Map, Value, json};
-use taskgate_core::{AccountId, Mode, TaskId, TaskStatus, Timestamp};
+use taskgate_core::{TaskId, TaskStatus, Timestamp};
 use taskgate_providers::kinds::Kind;
 use taskgate_store::TaskRecord;
 
@@ -31,7 +32,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::executor::Told;
 use crate::principal::Principal;
 use crate::service::calls::{self, End, Started};
-use crate::service::tasks::{self, Holder, TaskError};
+use crate::service::tasks::CancelOnDrop;
 use crate::state::AppState;
 
 /// When this process started serving, in Unix seconds: the `created` of
@@ -259,52 +260,6 @@ fn model_of(body: &mut Map<String, Value>) -> Result<String, OpenAiError> {
 /// OpenAI's `metadata` (up to 16 string pairs) is the task's metadata.
 fn metadata_of(body: &mut Map<String, Value>) -> Value {
     body.remove("metadata").unwrap_or(Value::Null)
-}
-
-/// Cancels the task of a request whose client left before its answer (the
-/// handler or the streamed body was dropped): its upstream work stops.
-struct CancelOnDrop {
-    app: Arc<AppState>,
-    account_id: AccountId,
-    mode: Mode,
-    id: TaskId,
-    armed: bool,
-}
-
-impl CancelOnDrop {
-    fn new(app: &Arc<AppState>, principal: &Principal, id: TaskId) -> Self {
-        Self {
-            app: app.clone(),
-            account_id: principal.account_id,
-            mode: principal.mode,
-            id,
-            armed: true,
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (app, account_id, mode, id) = (self.app.clone(), self.account_id, self.mode, self.id);
-        runtime.spawn(async move {
-            match tasks::cancel(&app, Holder::account(account_id, mode), id).await {
-                Ok(_) => tracing::debug!(task = %id, "the client left: its task is cancelled"),
-                // It ended meanwhile: nothing to stop.
-                Err(TaskError::NotCancellable(_) | TaskError::NotFound(_)) => {}
-                Err(e) => tracing::warn!(task = %id, error = %e, "cannot cancel a left task"),
-            }
-        });
-    }
 }
 
 /// Starts the call of an OpenAI request (its `POST /call` body, from

@@ -6,6 +6,8 @@
 use taskgate_core::{AccountId, ApiList, Mode, TaskId, TaskStatus};
 use taskgate_store::{StoreError, TaskQuery, TaskRecord};
 
+use std::sync::Arc;
+
 use crate::principal::Principal;
 use crate::state::AppState;
 
@@ -109,4 +111,50 @@ pub async fn cancel(
     app.executor.cancel_running(task.id);
     app.executor.notify(&task);
     Ok(task)
+}
+
+/// Cancels the task of a request whose client left before its answer (the
+/// handler or the streamed body was dropped): its upstream work stops.
+pub struct CancelOnDrop {
+    app: Arc<AppState>,
+    account_id: AccountId,
+    mode: Mode,
+    id: TaskId,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    pub fn new(app: &Arc<AppState>, principal: &Principal, id: TaskId) -> Self {
+        Self {
+            app: app.clone(),
+            account_id: principal.account_id,
+            mode: principal.mode,
+            id,
+            armed: true,
+        }
+    }
+
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (app, account_id, mode, id) = (self.app.clone(), self.account_id, self.mode, self.id);
+        runtime.spawn(async move {
+            match cancel(&app, Holder::account(account_id, mode), id).await {
+                Ok(_) => tracing::debug!(task = %id, "the client left: its task is cancelled"),
+                // It ended meanwhile: nothing to stop.
+                Err(TaskError::NotCancellable(_) | TaskError::NotFound(_)) => {}
+                Err(e) => tracing::warn!(task = %id, error = %e, "cannot cancel a left task"),
+            }
+        });
+    }
 }

@@ -4,6 +4,7 @@
 mod ops;
 mod utils;
 
+mod anthropic_door;
 mod auth;
 mod call;
 mod cancel;
@@ -19,6 +20,7 @@ mod idempotency;
 mod instances;
 mod limits;
 mod openai_compat;
+mod openai_tools;
 mod openapi;
 mod operator;
 mod secrets;

@@ -467,18 +467,18 @@ async fn refusals_are_in_openai_shape_and_change_nothing(backend: Backend) {
         (json!({"model": "chat"}), "invalid_field", "messages"),
         (
             json!({"model": "chat", "messages": [{"role": "tool", "content": "x"}]}),
-            "unsupported_parameter",
-            "messages[0].role",
+            "invalid_field",
+            "messages[0].tool_call_id",
         ),
         (
             json!({"model": "chat", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
-            "unsupported_parameter",
-            "messages[0].content[0]",
+            "invalid_field",
+            "messages[0].content[0].image_url.url",
         ),
         (
             json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}),
-            "unsupported_parameter",
-            "tools",
+            "invalid_field",
+            "tools[0].function",
         ),
         (
             json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "n": 2}),

@@ -1,0 +1,259 @@
+//! A streamed message: Anthropic's events as the task's pieces arrive. Each
+//! run of one kind of piece (reasoning, text, one tool call) is a content
+//! block, opened when its first piece comes and stopped when another kind
+//! starts; what the task did not stream (a provider without streaming) is
+//! sent whole when it ends.
+
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde_json::{Value, json};
+use taskgate_core::TaskStatus;
+use taskgate_store::TaskRecord;
+
+use super::messages::message_of;
+use super::{AnthropicError, task_header};
+use crate::envelope::Raw;
+use crate::service::stream::{Reader, StreamEvent};
+use crate::service::tasks::CancelOnDrop;
+
+/// The block open now.
+#[derive(PartialEq)]
+enum Open {
+    None,
+    Thinking,
+    Text,
+    Tool(u32),
+}
+
+pub(super) struct Events {
+    pub model: String,
+    pub task: TaskRecord,
+    pub first: Option<StreamEvent>,
+    pub reader: Reader,
+    pub guard: CancelOnDrop,
+    started: bool,
+    open: Open,
+    /// Blocks opened so far: the next one's index.
+    blocks: usize,
+    sent_text: bool,
+    sent_reasoning: bool,
+    sent_calls: bool,
+    ended: bool,
+}
+
+impl Events {
+    pub fn new(
+        model: String,
+        task: TaskRecord,
+        first: Option<StreamEvent>,
+        reader: Reader,
+        guard: CancelOnDrop,
+    ) -> Self {
+        Self {
+            model,
+            task,
+            first,
+            reader,
+            guard,
+            started: false,
+            open: Open::None,
+            blocks: 0,
+            sent_text: false,
+            sent_reasoning: false,
+            sent_calls: false,
+            ended: false,
+        }
+    }
+
+    pub fn into_response(self) -> Response {
+        let id = self.task.id;
+        let body = Body::from_stream(futures_util::stream::unfold(self, |mut e| async move {
+            e.next().await.map(|b| (Ok::<_, Infallible>(b), e))
+        }));
+        let mut response = Response::new(body);
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        headers.extend(task_header(id));
+        response.extensions_mut().insert(Raw);
+        response
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.ended {
+            return None;
+        }
+        let mut out = String::new();
+        if !self.started {
+            self.started = true;
+            let mut start = message_of(&self.task, &self.model);
+            start["content"] = json!([]);
+            start["stop_reason"] = Value::Null;
+            event(
+                &mut out,
+                "message_start",
+                json!({"type": "message_start", "message": start}),
+            );
+        }
+        let next = match self.first.take() {
+            Some(e) => Some(e),
+            None => self.reader.next().await,
+        };
+        match next {
+            None => {
+                self.ended = true;
+                let e = AnthropicError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("The stream of task {} was interrupted.", self.task.id),
+                );
+                event(&mut out, "error", e.body());
+            }
+            Some(StreamEvent::KeepAlive) => event(&mut out, "ping", json!({"type": "ping"})),
+            Some(StreamEvent::Expired) => {
+                // The task goes on: its reader is told where to find it.
+                self.ended = true;
+                self.guard.disarm();
+                let id = self.task.id;
+                let e = AnthropicError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "The stream reached its maximum duration; task {id} goes on at /api/v1/tasks/{id}."
+                    ),
+                );
+                event(&mut out, "error", e.body());
+            }
+            Some(StreamEvent::Reasoning(text)) => {
+                self.sent_reasoning = true;
+                self.open_block(
+                    &mut out,
+                    Open::Thinking,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                );
+                self.delta(
+                    &mut out,
+                    json!({"type": "thinking_delta", "thinking": text}),
+                );
+            }
+            Some(StreamEvent::Delta(text)) => {
+                self.sent_text = true;
+                self.open_block(&mut out, Open::Text, json!({"type": "text", "text": ""}));
+                self.delta(&mut out, json!({"type": "text_delta", "text": text}));
+            }
+            Some(StreamEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments_delta,
+            }) => {
+                self.sent_calls = true;
+                let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
+                self.open_block(&mut out, Open::Tool(index), block);
+                if !arguments_delta.is_empty() {
+                    self.delta(
+                        &mut out,
+                        json!({"type": "input_json_delta", "partial_json": arguments_delta}),
+                    );
+                }
+            }
+            Some(StreamEvent::Done(task)) => {
+                self.ended = true;
+                self.guard.disarm();
+                self.end(&mut out, &task);
+            }
+        }
+        Some(Bytes::from(out))
+    }
+
+    /// Opens a block of `kind` unless it is the one open (closing that).
+    fn open_block(&mut self, out: &mut String, kind: Open, block: Value) {
+        if self.open == kind {
+            return;
+        }
+        self.close(out);
+        self.open = kind;
+        event(
+            out,
+            "content_block_start",
+            json!({"type": "content_block_start", "index": self.blocks, "content_block": block}),
+        );
+        self.blocks += 1;
+    }
+
+    fn delta(&self, out: &mut String, delta: Value) {
+        event(
+            out,
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
+        );
+    }
+
+    fn close(&mut self, out: &mut String) {
+        if self.open != Open::None {
+            event(
+                out,
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": self.blocks - 1}),
+            );
+            self.open = Open::None;
+        }
+    }
+
+    /// The task's end: what was not streamed, whole, then the stop reason.
+    fn end(&mut self, out: &mut String, task: &TaskRecord) {
+        if task.status != TaskStatus::Succeeded {
+            self.close(out);
+            event(out, "error", AnthropicError::of_task(task).body());
+            return;
+        }
+        let message = message_of(task, &self.model);
+        for (i, block) in message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let (kind, empty, delta) = match block["type"].as_str() {
+                Some("thinking") if !self.sent_reasoning => (
+                    Open::Thinking,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+                ),
+                // Each whole call its own block: an index no streamed call has.
+                Some("tool_use") if !self.sent_calls => (
+                    Open::Tool(u32::MAX - i as u32),
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                ),
+                Some("text") if !self.sent_text && (block["text"] != "" || self.blocks == 0) => (
+                    Open::Text,
+                    json!({"type": "text", "text": ""}),
+                    json!({"type": "text_delta", "text": block["text"]}),
+                ),
+                _ => continue,
+            };
+            self.close(out);
+            self.open_block(out, kind, empty);
+            self.delta(out, delta);
+        }
+        self.close(out);
+        event(
+            out,
+            "message_delta",
+            json!({"type": "message_delta",
+                   "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
+                   "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
+        );
+        event(out, "message_stop", json!({"type": "message_stop"}));
+    }
+}
+
+fn event(out: &mut String, name: &str, data: Value) {
+    out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+}

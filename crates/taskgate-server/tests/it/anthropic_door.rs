@@ -1,0 +1,408 @@
+//! `/anthropic/v1/messages`, Anthropic's Messages API over the `chat`
+//! kind: tool use round trips, images and documents, JSON by schema,
+//! thinking, streamed events, errors in Anthropic's shape, and every
+//! request a task of the native API.
+
+use serde_json::{Value, json};
+
+use crate::upstream::{Fake, Reply, chat_api};
+use crate::utils::{Backend, Resp, TestApp, TestClient, both};
+
+/// A request with Anthropic's headers: the key as `x-api-key`.
+async fn post(c: &TestClient, key: Option<&str>, body: Value) -> Resp {
+    let mut req = reqwest::Client::new()
+        .post(c.url("/anthropic/v1/messages"))
+        .header("anthropic-version", "2023-06-01")
+        .json(&body);
+    if let Some(k) = key {
+        req = req.header("x-api-key", k);
+    }
+    c.send(req).await
+}
+
+fn answer(message: Value, finish: &str) -> Reply {
+    Reply::Json(
+        200,
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}
+        }),
+    )
+}
+
+/// Asserts an error in Anthropic's shape.
+fn anthropic_error(r: &Resp, status: u16, kind: &str) {
+    assert_eq!(r.status.as_u16(), status, "{}", r.text);
+    assert_eq!(r.body["type"], "error", "{}", r.text);
+    assert_eq!(r.body["error"]["type"], kind, "{}", r.text);
+    assert!(r.body["error"]["message"].is_string(), "{}", r.text);
+}
+
+fn weather() -> Value {
+    json!({"name": "get_weather", "description": "The weather in a city",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                            "required": ["city"]}})
+}
+
+async fn a_tool_use_round_trip(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    fake.then(answer(
+        json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}),
+        "tool_calls",
+    ));
+    fake.then(answer(
+        json!({"role": "assistant", "content": "Sunny in Paris."}),
+        "stop",
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, false))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let ask = json!({"role": "user", "content": "Weather in Paris?"});
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 200, "system": [{"type": "text", "text": "Be brief."}],
+               "messages": [ask], "tools": [weather()],
+               "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+               "metadata": {"user_id": "u-1"}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let first = r.header("x-taskgate-task-id").unwrap().to_owned();
+    assert_eq!(
+        r.body["id"].as_str().unwrap(),
+        format!("msg_{}", first.strip_prefix("task_").unwrap())
+    );
+    assert_eq!(r.body["type"], "message");
+    assert_eq!(r.body["role"], "assistant");
+    assert_eq!(r.body["model"], "chat");
+    assert_eq!(r.body["stop_reason"], "tool_use");
+    assert_eq!(
+        r.body["content"],
+        json!([{"type": "tool_use", "id": "call_1", "name": "get_weather",
+                "input": {"city": "Paris"}}])
+    );
+    assert_eq!(
+        r.body["usage"],
+        json!({"input_tokens": 30, "output_tokens": 12})
+    );
+    let (_, _, sent) = fake.seen.lock()[0].clone();
+    assert_eq!(
+        sent["messages"][0],
+        json!({"role": "system", "content": "Be brief."})
+    );
+    assert_eq!(sent["max_tokens"], 200);
+    assert_eq!(
+        sent["tools"][0]["function"]["parameters"]["required"],
+        json!(["city"])
+    );
+    assert_eq!(sent["tool_choice"], "required");
+    assert_eq!(sent["parallel_tool_calls"], false);
+
+    // The tool's result goes back as Anthropic's SDKs send it.
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 200, "tools": [weather()], "messages": [
+            ask,
+            {"role": "assistant", "content": r.body["content"]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1",
+                 "content": [{"type": "text", "text": "sunny"}]},
+                {"type": "text", "text": "And so?"}
+            ]}
+        ]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let second = r.header("x-taskgate-task-id").unwrap().to_owned();
+    assert_eq!(
+        r.body["content"],
+        json!([{"type": "text", "text": "Sunny in Paris."}])
+    );
+    assert_eq!(r.body["stop_reason"], "end_turn");
+    let (_, _, sent) = fake.seen.lock()[1].clone();
+    let m = sent["messages"].as_array().unwrap();
+    assert_eq!(m[1]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        m[2],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny"})
+    );
+    assert_eq!(m[3], json!({"role": "user", "content": "And so?"}));
+
+    // Both are tasks of the native API, with the request's metadata.
+    let t = c.get(&format!("tasks/{first}")).await.expect(200);
+    assert_eq!(t.data()["metadata"], json!({"user_id": "u-1"}));
+    let items = c.get("tasks").await.expect(200);
+    let ids: Vec<&str> = items.data()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert!(ids.contains(&first.as_str()) && ids.contains(&second.as_str()));
+    app.stop().await;
+}
+both!(a_tool_use_round_trip);
+
+async fn media_json_thinking_streams_and_errors(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    fake.always(answer(
+        json!({"role": "assistant", "content": "{\"colour\":\"red\"}",
+               "reasoning_content": "Red pixels."}),
+        "stop",
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, false))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let schema = json!({"type": "object", "properties": {"colour": {"type": "string"}}});
+    let body = json!({"model": "chat", "max_tokens": 3000,
+    "thinking": {"type": "enabled", "budget_tokens": 2048},
+    "output_format": {"type": "json_schema", "schema": schema},
+    "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}},
+        {"type": "text", "text": "Which colour?"}
+    ]}]});
+    // The key as a bearer token works as well as x-api-key.
+    let r = c
+        .send(
+            c.request(reqwest::Method::POST, "/anthropic/v1/messages")
+                .json(&body),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.body["content"],
+        json!([{"type": "thinking", "thinking": "Red pixels.", "signature": ""},
+               {"type": "text", "text": "{\"colour\":\"red\"}"}])
+    );
+    let (_, _, sent) = fake.seen.lock()[0].clone();
+    let parts = &sent["messages"][0]["content"];
+    assert_eq!(
+        parts[0]["image_url"]["url"],
+        "data:image/png;base64,iVBORw0KGgo="
+    );
+    assert_eq!(
+        parts[1]["file"]["file_data"],
+        "data:application/pdf;base64,JVBERi0="
+    );
+    assert_eq!(sent["response_format"]["json_schema"]["schema"], schema);
+    assert_eq!(sent["reasoning_effort"], "medium");
+
+    // Streamed from a provider that does not stream: Anthropic's events,
+    // in order, each block whole.
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let r = post(&c, Some(&app.live), streamed).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let names: Vec<&str> = r
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert!(r.text.contains("\"thinking_delta\"") && r.text.contains("\"text_delta\""));
+    assert!(r.text.contains("\"stop_reason\":\"end_turn\""));
+
+    // Errors in Anthropic's shape; none reaches the provider or makes a task.
+    let before = fake.requests();
+    let tasks_before = c.get("tasks").await.expect(200).data()["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    let hello = json!({"role": "user", "content": "hi"});
+    anthropic_error(
+        &post(
+            &c,
+            None,
+            json!({"model": "chat", "max_tokens": 5, "messages": [hello]}),
+        )
+        .await,
+        401,
+        "authentication_error",
+    );
+    anthropic_error(
+        &post(
+            &c,
+            Some(&app.live),
+            json!({"model": "chat", "messages": [hello]}),
+        )
+        .await,
+        400,
+        "invalid_request_error",
+    );
+    anthropic_error(
+        &post(
+            &c,
+            Some(&app.live),
+            json!({"model": "nope", "max_tokens": 5, "messages": [hello]}),
+        )
+        .await,
+        404,
+        "not_found_error",
+    );
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 5, "top_k": 3, "messages": [hello]}),
+    )
+    .await;
+    anthropic_error(&r, 400, "invalid_request_error");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("top_k")
+    );
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 5, "messages": [hello], "tools": [weather()],
+               "tool_choice": {"type": "tool", "name": "nope"}}),
+    )
+    .await;
+    anthropic_error(&r, 400, "invalid_request_error");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool_choice")
+    );
+    let r = c
+        .send(c.request(reqwest::Method::GET, "/anthropic/v1/models"))
+        .await;
+    anthropic_error(&r, 404, "not_found_error");
+    assert_eq!(fake.requests(), before);
+    let tasks_after = c.get("tasks").await.expect(200).data()["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(tasks_after, tasks_before);
+    app.stop().await;
+}
+both!(media_json_thinking_streams_and_errors);
+
+/// A streaming provider's text and tool call fragments, as Anthropic's
+/// blocks and deltas while they come.
+async fn streamed_pieces_are_blocks(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    let delta = |d: Value, finish: Option<&str>| crate::upstream::chunk(d, finish);
+    fake.then(Reply::Sse(
+        vec![
+            delta(json!({"role": "assistant", "content": "Let me "}), None),
+            delta(json!({"content": "look."}), None),
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\":"}}]}),
+                None,
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+                None,
+            ),
+            delta(json!({}), Some("tool_calls")),
+        ],
+        std::time::Duration::from_millis(30),
+        false,
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, true))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 100, "stream": true, "tools": [weather()],
+               "messages": [{"role": "user", "content": "Weather in Paris?"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let events: Vec<(String, Value)> = r
+        .text
+        .split("\n\n")
+        .filter_map(|e| {
+            let (name, data) = e.split_once('\n')?;
+            Some((
+                name.strip_prefix("event: ")?.to_owned(),
+                serde_json::from_str(data.strip_prefix("data: ")?).ok()?,
+            ))
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names[0], "message_start");
+    assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+    let text: String = events
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Let me look.");
+    // Text deltas came one by one, in block 0; the call is block 1.
+    let text_deltas = events
+        .iter()
+        .filter(|(_, d)| d["delta"]["type"] == "text_delta")
+        .count();
+    assert!(text_deltas >= 2, "{}", r.text);
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(starts.len(), 2, "{}", r.text);
+    assert_eq!(starts[1]["index"], 1);
+    assert_eq!(
+        starts[1]["content_block"],
+        json!({"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {}})
+    );
+    let json: String = events
+        .iter()
+        .filter(|(_, d)| d["index"] == 1)
+        .filter_map(|(_, d)| d["delta"]["partial_json"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&json).unwrap(),
+        json!({"city": "Paris"})
+    );
+    let stops = names.iter().filter(|n| **n == "content_block_stop").count();
+    assert_eq!(stops, 2);
+    let end = &events[events.len() - 2].1;
+    assert_eq!(end["delta"]["stop_reason"], "tool_use");
+    app.stop().await;
+}
+both!(streamed_pieces_are_blocks);
