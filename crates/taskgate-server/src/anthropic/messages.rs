@@ -141,10 +141,23 @@ pub(super) fn message_of(task: &TaskRecord, model: &str) -> Value {
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": null,
-        // The task counts its whole input; it keeps no cached part yet.
-        "usage": {
-            "input_tokens": task.input_tokens.unwrap_or(0),
-            "output_tokens": task.output_tokens.unwrap_or(0),
-        },
+        "usage": usage(task),
     })
+}
+
+/// The task's usage as Anthropic counts it: the task's `input_tokens` is the
+/// whole input, Anthropic's leaves out what was read from the cache
+/// (`cache_read_input_tokens`, there when the task knows it).
+fn usage(task: &TaskRecord) -> Value {
+    let input = task.input_tokens.unwrap_or(0);
+    let mut usage = json!({"output_tokens": task.output_tokens.unwrap_or(0)});
+    match task.cached_input_tokens {
+        Some(cached) => {
+            let cached = cached.clamp(0, input);
+            usage["input_tokens"] = json!(input - cached);
+            usage["cache_read_input_tokens"] = json!(cached);
+        }
+        None => usage["input_tokens"] = json!(input),
+    }
+    usage
 }

@@ -184,6 +184,22 @@ async fn reasoning_and_cached_tokens_are_stored_shown_and_billed(backend: Backen
     let door = c.get(&format!("call/{door_task}")).await.expect(200);
     assert_eq!(door.data()["usage"], expected);
 
+    // The Anthropic door: its input_tokens leave out the cache's reads, which
+    // it counts apart, as Anthropic does.
+    let r = c
+        .send(
+            c.request(reqwest::Method::POST, "/anthropic/v1/messages")
+                .json(&json!({"model": "thinker", "max_tokens": 100,
+                              "messages": [{"role": "user", "content": "The answer?"}]})),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    assert_eq!(
+        r.body["usage"],
+        json!({"input_tokens": 2_000, "output_tokens": 1_200,
+               "cache_read_input_tokens": 8_000})
+    );
+
     // A test key's task runs the sandbox, which counts none of them: null,
     // not zero, and free.
     let test = app.client(&app.test);
