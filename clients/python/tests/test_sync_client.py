@@ -6,7 +6,7 @@ import datetime as dt
 import os
 import re
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pytest
 
@@ -49,6 +49,45 @@ def test_call_sync_returns_the_finished_task(live: Taskgate, marker: str) -> Non
     assert task.to_dict()["id"] == task.id
     assert live.last_request_id is not None and live.last_request_id.startswith("req_")
 
+
+
+GET_WEATHER: Dict[str, Any] = {
+    "name": "get_weather",
+    "description": "The current weather in a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def test_chat_tool_call_round_trip(test_mode: Taskgate) -> None:
+    # Test mode answers a forced tool with a call whose arguments follow its parameters.
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    task = test_mode.call(
+        "chat",
+        {"messages": messages, "tools": [GET_WEATHER], "tool_choice": {"name": "get_weather"}},
+    )
+    assert task.status == "succeeded" and task.mode == "test"
+    assert task.output is not None
+    assert task.output["finish_reason"] == "tool_calls"
+    [call] = task.output["tool_calls"]
+    assert call["name"] == "get_weather"
+    assert isinstance(call["id"], str) and call["id"]
+    assert isinstance(call["arguments"]["city"], str) and call["arguments"]["city"]
+
+    # The call and the tool's result go back; the answer is text.
+    messages += [
+        {"role": "assistant", "tool_calls": task.output["tool_calls"]},
+        {"role": "tool", "tool_call_id": call["id"], "content": '{"temp_c": 21}'},
+    ]
+    answer = test_mode.call("chat", {"messages": messages, "tools": [GET_WEATHER]})
+    assert answer.status == "succeeded", answer.error
+    assert answer.output is not None
+    assert isinstance(answer.output["text"], str) and answer.output["text"]
+    assert answer.output["tool_calls"] == []
+    assert answer.output["finish_reason"] == "stop"
 
 def test_call_async_then_wait(test_mode: Taskgate) -> None:
     task = test_mode.call("sentiment", {"text": "hi"}, mode="async", sandbox={"delay_ms": 800})
