@@ -92,3 +92,43 @@ test("the rate-limit headers of the last answer are readable from the client", a
   assert.match(rl.policy, /"minute";q=5;w=60/);
   assert.match(rl.rateLimit, /"minute";r=\d+;t=\d+/);
 });
+
+test("a chat tool call round trip: a forced call, then its result sent back for a text answer", async () => {
+  // Test mode answers a forced tool with a call whose arguments follow its parameters.
+  const tg = new Taskgate({ apiKey: env.testKey });
+  const getWeather = {
+    name: "get_weather",
+    description: "The current weather in a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+    },
+  };
+  const messages = [{ role: "user", content: "What is the weather in Paris?" }];
+  const t = await tg.call({
+    api: "chat",
+    input: { messages, tools: [getWeather], tool_choice: { name: "get_weather" } },
+  });
+  assert.equal(t.status, "succeeded");
+  assert.equal(t.mode, "test");
+  assert.equal(t.output.finish_reason, "tool_calls");
+  assert.equal(t.output.tool_calls.length, 1);
+  const [call] = t.output.tool_calls;
+  assert.equal(call.name, "get_weather");
+  assert.equal(typeof call.id, "string");
+  assert.ok(call.id);
+  assert.equal(typeof call.arguments.city, "string");
+  assert.ok(call.arguments.city);
+
+  messages.push(
+    { role: "assistant", tool_calls: t.output.tool_calls },
+    { role: "tool", tool_call_id: call.id, content: '{"temp_c": 21}' },
+  );
+  const answer = await tg.call({ api: "chat", input: { messages, tools: [getWeather] } });
+  assert.equal(answer.status, "succeeded", JSON.stringify(answer.error));
+  assert.equal(typeof answer.output.text, "string");
+  assert.ok(answer.output.text);
+  assert.deepEqual(answer.output.tool_calls, []);
+  assert.equal(answer.output.finish_reason, "stop");
+});

@@ -123,3 +123,29 @@ async function user(): Promise<void> {
   }
 }
 void user;
+
+// The README's "Tool calls" example.
+interface ToolCall { id: string; name: string; arguments: Record<string, unknown> }
+interface ChatOutput { text: string; tool_calls: ToolCall[]; finish_reason: string }
+declare function weatherIn(city: string): Promise<{ temp_c: number }>;
+async function toolCalls(tg: Taskgate): Promise<void> {
+  const getWeather = {
+    name: "get_weather",
+    description: "The current weather in a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  };
+  const messages: Record<string, unknown>[] = [{ role: "user", content: "What is the weather in Paris?" }];
+  const first = await tg.call({
+    api: "chat",
+    input: { messages, tools: [getWeather], tool_choice: { name: "get_weather" } },
+  });
+  const { tool_calls } = first.output as unknown as ChatOutput; // finish_reason "tool_calls"
+  messages.push({ role: "assistant", tool_calls });
+  for (const call of tool_calls) {
+    const result = await weatherIn(String(call.arguments.city)); // your tool, e.g. { temp_c: 21 }
+    messages.push({ role: "tool", tool_call_id: call.id, content: JSON.stringify(result) });
+  }
+  const answer = await tg.call({ api: "chat", input: { messages, tools: [getWeather] } });
+  console.log((answer.output as unknown as ChatOutput).text);
+}
+void toolCalls;
