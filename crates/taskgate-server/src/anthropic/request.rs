@@ -2,14 +2,26 @@
 //! system message, `tool_use` blocks are an assistant's tool calls,
 //! `tool_result` blocks are tool messages (put before the rest of their
 //! user turn, as the kind has them), `image` and `document` sources are
-//! media parts, `thinking` a reasoning budget, `tool_choice` the kind's.
+//! media parts, `thinking` a reasoning budget (or, adaptive, an effort),
+//! `output_config` a response format and an effort, `tool_choice` the kind's.
 
 use serde_json::{Map, Value, json};
 
 use super::AnthropicError;
 
-/// Fields of Anthropic's service, not of the model's answer: dropped.
-const DROPPED: [&str; 1] = ["service_tier"];
+/// Fields of Anthropic's service, not of the model's answer: dropped. What
+/// Claude Code and the SDKs send to steer Anthropic's own service: its tier,
+/// its prompt cache (`cache_control`), where it runs (`inference_geo`), its
+/// fast mode (`speed`), and its editing of the context it keeps
+/// (`context_management`: clearing earlier thinking, which the kind never
+/// sends back anyway).
+const DROPPED: [&str; 5] = [
+    "service_tier",
+    "cache_control",
+    "inference_geo",
+    "speed",
+    "context_management",
+];
 
 /// A messages request: the task's input and how to answer it.
 pub(super) struct MessagesRequest {
@@ -46,6 +58,7 @@ impl MessagesRequest {
             Some(_) => return Err(AnthropicError::invalid("stream: must be a boolean.")),
         };
         let mut messages = Vec::new();
+        let output_config = OutputConfig::of(present(body.remove("output_config")))?;
         match present(body.remove("system")) {
             None => {}
             Some(system) => {
@@ -88,11 +101,17 @@ impl MessagesRequest {
                         ));
                     }
                 },
+                // The model decides how much to think: an effort, the one
+                // `output_config` asks for, else medium.
+                Some("adaptive") => {
+                    let effort = output_config.effort.unwrap_or("medium");
+                    input.insert("reasoning".to_owned(), json!({"effort": effort}));
+                }
                 Some("disabled") => {}
                 _ => {
                     return Err(AnthropicError::unsupported(
                         "thinking.type",
-                        "A thinking type other than enabled or disabled",
+                        "A thinking type other than enabled, adaptive or disabled",
                     ));
                 }
             }
@@ -102,24 +121,18 @@ impl MessagesRequest {
                 input.insert(field.to_owned(), v);
             }
         }
-        // Anthropic's structured outputs: `{type: "json_schema", schema}`.
-        if let Some(format) = present(body.remove("output_format")) {
-            match (
-                format.get("type").and_then(Value::as_str),
-                format.get("schema"),
-            ) {
-                (Some("json_schema"), Some(schema)) => {
-                    input.insert(
-                        "response_format".to_owned(),
-                        json!({"type": "json_schema", "name": "output", "schema": schema}),
-                    );
-                }
-                _ => {
-                    return Err(AnthropicError::invalid(
-                        "output_format: must be {\"type\": \"json_schema\", \"schema\": …}.",
-                    ));
-                }
-            }
+        // Anthropic's structured outputs: `output_config.format`, or the
+        // deprecated `output_format` of its beta.
+        let format = match (output_config.format, present(body.remove("output_format"))) {
+            (Some(f), _) => Some(("output_config.format", f)),
+            (None, Some(f)) => Some(("output_format", f)),
+            (None, None) => None,
+        };
+        if let Some((field, format)) = format {
+            input.insert(
+                "response_format".to_owned(),
+                response_format(field, &format)?,
+            );
         }
         if let Some(stop) = present(body.remove("stop_sequences")) {
             input.insert("stop".to_owned(), stop);
@@ -139,6 +152,63 @@ impl MessagesRequest {
             sandbox,
             stream,
         })
+    }
+}
+
+/// `output_config`: the answer's format and the effort asked of adaptive
+/// thinking (`xhigh` and `max` are the kind's most, `high`); a token budget
+/// for a task of the model's own is not the kind's and is dropped.
+#[derive(Default)]
+struct OutputConfig {
+    format: Option<Value>,
+    effort: Option<&'static str>,
+}
+
+impl OutputConfig {
+    fn of(config: Option<Value>) -> Result<Self, AnthropicError> {
+        let Some(config) = config else {
+            return Ok(Self::default());
+        };
+        let Value::Object(mut config) = config else {
+            return Err(AnthropicError::invalid("output_config: must be an object."));
+        };
+        let effort = match present(config.remove("effort")) {
+            None => None,
+            Some(e) => Some(match e.as_str() {
+                Some("low") => "low",
+                Some("medium") => "medium",
+                Some("high" | "xhigh" | "max") => "high",
+                _ => {
+                    return Err(AnthropicError::invalid(
+                        "output_config.effort: must be low, medium, high, xhigh or max.",
+                    ));
+                }
+            }),
+        };
+        let format = present(config.remove("format"));
+        config.remove("task_budget");
+        if let Some(field) = config.keys().next() {
+            return Err(AnthropicError::unsupported(
+                &format!("output_config.{field}"),
+                &format!("`{field}`"),
+            ));
+        }
+        Ok(Self { format, effort })
+    }
+}
+
+/// `{type: "json_schema", schema}` as the kind's response format.
+fn response_format(field: &str, format: &Value) -> Result<Value, AnthropicError> {
+    match (
+        format.get("type").and_then(Value::as_str),
+        format.get("schema"),
+    ) {
+        (Some("json_schema"), Some(schema)) => {
+            Ok(json!({"type": "json_schema", "name": "output", "schema": schema}))
+        }
+        _ => Err(AnthropicError::invalid(format!(
+            "{field}: must be {{\"type\": \"json_schema\", \"schema\": …}}."
+        ))),
     }
 }
 
@@ -172,6 +242,14 @@ fn texts_of(field: &str, v: Value) -> Result<String, AnthropicError> {
 fn turn_of(i: usize, turn: Value, out: &mut Vec<Value>) -> Result<(), AnthropicError> {
     let field = format!("messages.{i}");
     let role = turn.get("role").and_then(Value::as_str).unwrap_or("");
+    // A system message among the turns (newer Claude Code sends them):
+    // text, as the kind's system messages are.
+    if role == "system" {
+        let content = turn.get("content").cloned().unwrap_or(Value::Null);
+        let text = texts_of(&format!("{field}.content"), content)?;
+        out.push(json!({"role": "system", "content": text}));
+        return Ok(());
+    }
     let blocks = match turn.get("content") {
         Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
         Some(Value::Array(b)) => b.clone(),
@@ -187,7 +265,14 @@ fn turn_of(i: usize, turn: Value, out: &mut Vec<Value>) -> Result<(), AnthropicE
             for (j, b) in blocks.into_iter().enumerate() {
                 let at = format!("{field}.content.{j}");
                 match b.get("type").and_then(Value::as_str) {
-                    Some("tool_result") => out.push(tool_result(&at, b)?),
+                    Some("tool_result") => {
+                        let (message, media) = tool_result(&at, b)?;
+                        out.push(message);
+                        // Media a tool returned (an image it read) go in the
+                        // user message after the tool messages: the kind's
+                        // tool messages are text.
+                        parts.extend(media);
+                    }
                     Some("text") => parts.push(json!({"type": "text", "text": b["text"]})),
                     Some(kind @ ("image" | "document")) => parts.push(media(&at, kind, &b)?),
                     _ => {
@@ -240,23 +325,50 @@ fn turn_of(i: usize, turn: Value, out: &mut Vec<Value>) -> Result<(), AnthropicE
         }
         _ => {
             return Err(AnthropicError::invalid(format!(
-                "{field}.role: must be \"user\" or \"assistant\"."
+                "{field}.role: must be \"user\", \"assistant\" or \"system\"."
             )));
         }
     }
     Ok(())
 }
 
-/// A `tool_result` block as a tool message. The kind has no error flag: an
-/// `is_error` result's text is led by "Error: ", as the model should read it.
-fn tool_result(at: &str, b: Value) -> Result<Value, AnthropicError> {
+/// A `tool_result` block as a tool message, and the media parts its
+/// content holds (images and documents a tool returned), which the kind
+/// carries in a user message. The kind has no error flag: an `is_error`
+/// result's text is led by "Error: ", as the model should read it.
+fn tool_result(at: &str, b: Value) -> Result<(Value, Vec<Value>), AnthropicError> {
     let Some(Value::String(id)) = b.get("tool_use_id") else {
         return Err(AnthropicError::invalid(format!(
             "{at}.tool_use_id: Field required."
         )));
     };
+    let mut media_parts = Vec::new();
     let text = match b.get("content").cloned() {
         None | Some(Value::Null) => String::new(),
+        Some(Value::Array(blocks)) => {
+            let mut texts = Vec::with_capacity(blocks.len());
+            for (j, block) in blocks.iter().enumerate() {
+                let here = format!("{at}.content.{j}");
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => texts.push(block["text"].as_str().unwrap_or("").to_owned()),
+                    Some(kind @ ("image" | "document")) => {
+                        media_parts.push(media(&here, kind, block)?);
+                    }
+                    _ => {
+                        return Err(AnthropicError::unsupported(
+                            &here,
+                            "A tool result block other than text, image or document",
+                        ));
+                    }
+                }
+            }
+            if texts.is_empty() && !media_parts.is_empty() {
+                // Said, so that the model looks for it.
+                "The result is in the user message that follows.".to_owned()
+            } else {
+                texts.join("\n")
+            }
+        }
         Some(c) => texts_of(&format!("{at}.content"), c)?,
     };
     let text = if b.get("is_error") == Some(&Value::Bool(true)) {
@@ -264,7 +376,10 @@ fn tool_result(at: &str, b: Value) -> Result<Value, AnthropicError> {
     } else {
         text
     };
-    Ok(json!({"role": "tool", "tool_call_id": id, "content": text}))
+    Ok((
+        json!({"role": "tool", "tool_call_id": id, "content": text}),
+        media_parts,
+    ))
 }
 
 /// An `image` or `document` block's `base64` or `url` source as a part.

@@ -406,3 +406,87 @@ async fn streamed_pieces_are_blocks(backend: Backend) {
     app.stop().await;
 }
 both!(streamed_pieces_are_blocks);
+
+/// What Claude Code sends today goes through: adaptive thinking with
+/// `output_config`'s effort, `output_config.format`, a system message among
+/// the turns, an image a tool returned, and the fields that steer
+/// Anthropic's own service (`context_management`, `cache_control`, `speed`,
+/// `inference_geo`), which are dropped.
+async fn what_claude_code_sends_goes_through(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    fake.always(answer(
+        json!({"role": "assistant", "content": "{\"colour\":\"red\"}"}),
+        "stop",
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, false))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let schema = json!({"type": "object", "properties": {"colour": {"type": "string"}}});
+    let png = "iVBORw0KGgo=";
+    let body = json!({"model": "chat", "max_tokens": 3000,
+    "thinking": {"type": "adaptive"},
+    "output_config": {"effort": "xhigh", "format": {"type": "json_schema", "schema": schema}},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "cache_control": {"type": "ephemeral"}, "speed": "fast", "inference_geo": "us",
+    "system": [{"type": "text", "text": "You read images.", "cache_control": {"type": "ephemeral"}}],
+    "tools": [weather()],
+    "messages": [
+        {"role": "user", "content": "Look at the picture."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}]},
+            {"type": "text", "text": "Which colour?", "cache_control": {"type": "ephemeral"}}]},
+        {"role": "system", "content": "Answer in JSON."}
+    ]});
+    let r = post(&c, Some(&app.live), body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (_, _, sent) = fake.seen.lock()[0].clone();
+    // Adaptive thinking at xhigh is the kind's most: high.
+    assert_eq!(sent["reasoning_effort"], "high", "{sent}");
+    assert_eq!(sent["response_format"]["json_schema"]["schema"], schema);
+    for dropped in [
+        "context_management",
+        "cache_control",
+        "speed",
+        "inference_geo",
+    ] {
+        assert!(
+            sent.get(dropped).is_none(),
+            "{dropped} reached the upstream: {sent}"
+        );
+    }
+    let messages = sent["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "user", "system"],
+        "{sent}"
+    );
+    assert_eq!(messages[3]["tool_call_id"], "toolu_1");
+    assert_eq!(
+        messages[4]["content"][0]["image_url"]["url"],
+        format!("data:image/png;base64,{png}")
+    );
+    assert_eq!(messages[4]["content"][1]["text"], "Which colour?");
+    assert_eq!(messages[5]["content"], "Answer in JSON.");
+
+    // An effort that is not one of Anthropic's is refused in its shape.
+    let mut bad = body;
+    bad["output_config"]["effort"] = json!("huge");
+    let before = fake.requests();
+    let r = post(&c, Some(&app.live), bad).await;
+    anthropic_error(&r, 400, "invalid_request_error");
+    assert_eq!(fake.requests(), before);
+    app.stop().await;
+}
+both!(what_claude_code_sends_goes_through);
