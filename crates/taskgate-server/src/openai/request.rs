@@ -20,8 +20,19 @@ const UNSUPPORTED: [(&str, &str); 7] = [
     ("prediction", "`prediction`"),
 ];
 
-/// Request fields that concern OpenAI's own service, not the model's answer.
-const DROPPED: [&str; 2] = ["user", "store"];
+/// Request fields that concern OpenAI's own service, not the model's answer:
+/// who the end user is, whether OpenAI keeps the completion, and how its
+/// prompt cache is keyed and kept (set by the Agents SDK, LangChain and the
+/// Vercel AI SDK when their users ask; they change neither the answer nor
+/// its price).
+const DROPPED: [&str; 6] = [
+    "user",
+    "store",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
+];
 
 /// A chat completion request, as the task's input and how to answer it.
 pub(super) struct ChatRequest {
@@ -238,17 +249,18 @@ fn response_format_of(format: Value) -> Result<Value, OpenAiError> {
 }
 
 /// `reasoning_effort` as the kind's reasoning: `minimal` is `low` (the
-/// least the kind asks of every family), `none` asks for nothing.
+/// least the kind asks of every family), `xhigh` is `high` (its most),
+/// `none` asks for nothing.
 fn reasoning_of(effort: Value) -> Result<Option<Value>, OpenAiError> {
     let effort = match effort.as_str() {
         Some("none") => return Ok(None),
         Some("minimal" | "low") => "low",
         Some("medium") => "medium",
-        Some("high") => "high",
+        Some("high" | "xhigh") => "high",
         _ => {
             return Err(OpenAiError::invalid(
                 "reasoning_effort",
-                "reasoning_effort must be \"none\", \"minimal\", \"low\", \"medium\" or \"high\".",
+                "reasoning_effort must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" or \"xhigh\".",
             ));
         }
     };

@@ -207,6 +207,30 @@ async fn images_documents_schemas_and_reasoning(backend: Backend) {
     assert_eq!(sent["response_format"]["json_schema"]["schema"], schema);
     assert_eq!(sent["reasoning_effort"], "low");
 
+    // `xhigh` is the kind's most; what concerns OpenAI's own service (its
+    // prompt cache's key, the end user's identifier) is dropped, as the
+    // agent frameworks send them when asked.
+    let r = post(
+        &c,
+        json!({"model": "chat", "messages": [{"role": "user", "content": "Which colour?"}],
+               "reasoning_effort": "xhigh", "prompt_cache_key": "k1",
+               "prompt_cache_retention": "24h", "safety_identifier": "u-1"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (_, _, sent) = fake.seen.lock().last().unwrap().clone();
+    assert_eq!(sent["reasoning_effort"], "high");
+    for dropped in [
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "safety_identifier",
+    ] {
+        assert!(
+            sent.get(dropped).is_none(),
+            "{dropped} reached the upstream: {sent}"
+        );
+    }
+
     // What the route cannot carry is refused, `param` set, nothing sent.
     let before = fake.requests();
     let user =
