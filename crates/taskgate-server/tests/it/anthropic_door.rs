@@ -480,6 +480,23 @@ async fn what_claude_code_sends_goes_through(backend: Backend) {
     assert_eq!(messages[4]["content"][1]["text"], "Which colour?");
     assert_eq!(messages[5]["content"], "Answer in JSON.");
 
+    // Claude Code posts to `/v1/messages?beta=true`: the query changes nothing.
+    let r = c
+        .send(
+            reqwest::Client::new()
+                .post(c.url("/anthropic/v1/messages?beta=true"))
+                .header("x-api-key", &app.live)
+                .header("anthropic-version", "2023-06-01")
+                .header(
+                    "anthropic-beta",
+                    "claude-code-20250219,interleaved-thinking-2025-05-14",
+                )
+                .json(&body),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["type"], "message", "{}", r.text);
+
     // An effort that is not one of Anthropic's is refused in its shape.
     let mut bad = body;
     bad["output_config"]["effort"] = json!("huge");
