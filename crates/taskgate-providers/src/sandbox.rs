@@ -17,6 +17,14 @@ use fingerprint::{Fnv1a, hash_value};
 const OPTIONAL_DEPTH: usize = 4;
 /// Beyond this depth nothing more is generated at all.
 const MAX_DEPTH: usize = 32;
+/// The most values one generation makes and schema parts it folds; past it,
+/// what is left is null. Test mode generates from schemas a client sends (a
+/// chat's response format, a forced tool's parameters): a recursive `$ref`
+/// under two required properties would otherwise make 2^32 values.
+const MAX_NODES: usize = 2_000;
+/// The most characters, items or properties that `minLength`, `minItems`
+/// and `minProperties` get: a client's schema may ask for a billion.
+const MAX_MIN: u64 = 1_000;
 
 /// A simulated execution of `api` for `input`: deterministic, and valid
 /// against `api.output_schema` for the keywords it understands (`type`,
@@ -68,6 +76,8 @@ struct Generator<'a> {
     /// SplitMix64 state.
     state: u64,
     optional: bool,
+    /// What is left of [`MAX_NODES`].
+    budget: std::cell::Cell<usize>,
 }
 
 impl<'a> Generator<'a> {
@@ -77,7 +87,15 @@ impl<'a> Generator<'a> {
             slug,
             state: seed,
             optional,
+            budget: std::cell::Cell::new(MAX_NODES),
         }
+    }
+
+    /// Takes one from the budget; false once it is spent.
+    fn spend(&self) -> bool {
+        let left = self.budget.get();
+        self.budget.set(left.saturating_sub(1));
+        left > 0
     }
 
     fn next(&mut self) -> u64 {
@@ -101,7 +119,7 @@ impl<'a> Generator<'a> {
         let Some(schema) = schema.as_object() else {
             return Value::Null; // `true` accepts anything; `false` nothing.
         };
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || !self.spend() {
             return Value::Null;
         }
         let schema = self.flatten(schema, 0);
@@ -152,6 +170,9 @@ impl<'a> Generator<'a> {
             }
         }
         for part in parts.into_iter().filter_map(Value::as_object) {
+            if !self.spend() {
+                break;
+            }
             let part = if hops < 16 {
                 self.flatten(part, hops + 1)
             } else {
@@ -192,20 +213,31 @@ impl<'a> Generator<'a> {
         let min = schema
             .get("minProperties")
             .and_then(Value::as_u64)
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .min(MAX_MIN);
         let extra = schema.get("additionalProperties");
         if extra != Some(&Value::Bool(false)) {
             let extra = extra.cloned().unwrap_or(json!({"type": "string"}));
+            // A name the schema's own properties took is skipped, so each
+            // turn adds one.
+            let mut n = 0;
             while (out.len() as u64) < min {
-                let key = format!("sandbox_{}", out.len());
-                out.insert(key, self.value(&extra, depth + 1));
+                let key = format!("sandbox_{n}");
+                n += 1;
+                if !out.contains_key(&key) {
+                    out.insert(key, self.value(&extra, depth + 1));
+                }
             }
         }
         Value::Object(out)
     }
 
     fn array(&mut self, schema: &Map<String, Value>, depth: usize) -> Value {
-        let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+        let min = schema
+            .get("minItems")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .min(MAX_MIN);
         let max = schema
             .get("maxItems")
             .and_then(Value::as_u64)
@@ -279,7 +311,11 @@ impl<'a> Generator<'a> {
             }
             _ => format!("sandbox output for {}", self.slug),
         };
-        let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let min = schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .min(MAX_MIN) as usize;
         let max = schema
             .get("maxLength")
             .and_then(Value::as_u64)

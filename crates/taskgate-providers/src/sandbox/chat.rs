@@ -149,6 +149,41 @@ mod tests {
         assert!(simulate_chat(&api(), &object, "m").output["json"].is_object());
     }
 
+    /// Schemas a client sends cannot make test mode run long or large: a
+    /// billion characters, items or properties asked for, a `$ref` to the
+    /// root under two required properties (2^32 values unbounded), a
+    /// property named like the ones `minProperties` adds. Each answer is
+    /// bounded and comes at once (this test would hang or run out of memory
+    /// otherwise).
+    #[test]
+    fn hostile_schemas_are_answered_small_and_at_once() {
+        let huge = 1_000_000_000_000u64;
+        let schemas = [
+            json!({"type": "object", "required": ["s"],
+                   "properties": {"s": {"type": "string", "minLength": huge}}}),
+            json!({"type": "object", "required": ["a"],
+                   "properties": {"a": {"type": "array", "minItems": huge}}}),
+            json!({"type": "object", "minProperties": huge}),
+            json!({"type": "object", "required": ["a", "b"],
+                   "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}}),
+            json!({"type": "object", "minProperties": 3,
+                   "properties": {"sandbox_0": {"type": "string"}, "sandbox_1": {"type": "string"}}}),
+            json!({"allOf": [{"$ref": "#"}, {"$ref": "#"}, {"$ref": "#"}], "type": "object"}),
+        ];
+        for schema in schemas {
+            for input in [
+                json!({"messages": [{"role": "user", "content": "x"}],
+                       "response_format": {"type": "json_schema", "name": "h", "schema": schema}}),
+                json!({"messages": [{"role": "user", "content": "x"}],
+                       "tools": [{"name": "h", "parameters": schema}], "tool_choice": {"name": "h"}}),
+            ] {
+                let x = simulate_chat(&api(), &input, "m");
+                check(&x.output);
+                assert!(x.output.to_string().len() < 200_000, "{schema}");
+            }
+        }
+    }
+
     #[test]
     fn a_plain_chat_is_a_plain_reply() {
         let x = simulate_chat(
