@@ -340,6 +340,9 @@ impl ChatInput {
             }
             _ => {}
         }
+        // The ids of the calls made so far. An id is unique within one
+        // assistant message; across them it may come again, as the ids a
+        // provider without ids is given (`call_0`, …) do in a tool loop.
         let mut calls: HashSet<&str> = HashSet::new();
         for (i, m) in self.messages.iter().enumerate() {
             let (content, media) = match m {
@@ -357,11 +360,16 @@ impl ChatInput {
                             "an assistant message needs `content` or `tool_calls`",
                         ));
                     }
+                    let mut here: HashSet<&str> = HashSet::new();
                     for (j, call) in tool_calls.iter().enumerate() {
-                        if !calls.insert(call.id.as_str()) {
+                        calls.insert(call.id.as_str());
+                        if !here.insert(call.id.as_str()) {
                             out.push(violation(
                                 format!("/messages/{i}/tool_calls/{j}/id"),
-                                format!("another tool call has the id {:?}", call.id),
+                                format!(
+                                    "another tool call of this message has the id {:?}",
+                                    call.id
+                                ),
                             ));
                         }
                     }
@@ -409,15 +417,19 @@ impl ChatInput {
         }
     }
 
-    /// The name of the tool an earlier assistant message called with `id`.
-    pub fn tool_name_of(&self, id: &str) -> Option<&str> {
-        self.messages.iter().find_map(|m| match m {
-            Message::Assistant { tool_calls, .. } => tool_calls
-                .iter()
-                .find(|c| c.id == id)
-                .map(|c| c.name.as_str()),
-            _ => None,
-        })
+    /// The name of the tool called with `id` by the latest assistant message
+    /// before message `before` (ids may come again in later turns).
+    pub fn tool_name_of(&self, before: usize, id: &str) -> Option<&str> {
+        self.messages[..before.min(self.messages.len())]
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant { tool_calls, .. } => tool_calls
+                    .iter()
+                    .find(|c| c.id == id)
+                    .map(|c| c.name.as_str()),
+                _ => None,
+            })
     }
 }
 

@@ -47,7 +47,10 @@ fn a_full_input_is_valid_parses_and_reads_back_the_same() {
     assert_eq!(schema.violations(&input), vec![]);
     let parsed = ChatInput::parse(&input).unwrap();
     assert_eq!(serde_json::to_value(&parsed).unwrap(), input);
-    assert_eq!(parsed.tool_name_of("call_1"), Some("get_weather"));
+    assert_eq!(
+        parsed.tool_name_of(parsed.messages.len(), "call_1"),
+        Some("get_weather")
+    );
     assert_eq!(parsed.forced_tool().unwrap().name, "get_weather");
     assert_eq!(parsed.system_text().as_deref(), Some("Be brief."));
     let Message::User {
@@ -118,8 +121,20 @@ fn the_rules_beyond_the_schema_are_each_reported() {
     ]}));
     assert_eq!(
         v,
-        vec!["/messages/0/tool_calls/1/id: another tool call has the id \"a\""]
+        vec!["/messages/0/tool_calls/1/id: another tool call of this message has the id \"a\""]
     );
+    // Across turns an id may come again (a provider without ids gives
+    // `call_0` in every answer), and a tool result names the latest call.
+    let again = json!({"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [{"id": "call_0", "name": "f", "arguments": {}}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "1"},
+        {"role": "assistant", "tool_calls": [{"id": "call_0", "name": "g", "arguments": {}}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "2"}
+    ]});
+    let parsed = ChatInput::parse(&again).expect("ids may come again across turns");
+    assert_eq!(parsed.tool_name_of(2, "call_0"), Some("f"));
+    assert_eq!(parsed.tool_name_of(4, "call_0"), Some("g"));
     // A tool result must follow its call.
     let v = violations(json!({"messages": [
         {"role": "tool", "tool_call_id": "a", "content": "x"},

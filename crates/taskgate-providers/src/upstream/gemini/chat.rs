@@ -71,7 +71,7 @@ pub(crate) fn unsupported(provider: &str, input: &ChatInput) -> Option<Unsupport
 /// The `generateContent` request body.
 pub(crate) fn request_body(input: &ChatInput) -> Value {
     let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
-    for m in &input.messages {
+    for (i, m) in input.messages.iter().enumerate() {
         let (role, parts) = match m {
             Message::System { .. } => continue,
             Message::User { content } => ("user", content.parts().iter().map(part).collect()),
@@ -96,7 +96,7 @@ pub(crate) fn request_body(input: &ChatInput) -> Value {
                 tool_call_id,
                 content,
             } => {
-                let name = input.tool_name_of(tool_call_id).unwrap_or_default();
+                let name = input.tool_name_of(i, tool_call_id).unwrap_or_default();
                 (
                     "user",
                     vec![json!({"functionResponse": {"name": name,
