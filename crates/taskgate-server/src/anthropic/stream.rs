@@ -248,7 +248,9 @@ impl Events {
             "message_delta",
             json!({"type": "message_delta",
                    "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
-                   "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
+                   // The whole usage, as Anthropic's API now sends it here:
+                   // `message_start` went out before the input was counted.
+                   "usage": message["usage"]}),
         );
         event(out, "message_stop", json!({"type": "message_stop"}));
     }

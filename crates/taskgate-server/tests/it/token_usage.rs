@@ -199,6 +199,31 @@ async fn reasoning_and_cached_tokens_are_stored_shown_and_billed(backend: Backen
         json!({"input_tokens": 2_000, "output_tokens": 1_200,
                "cache_read_input_tokens": 8_000})
     );
+    // Streamed, the same usage comes in `message_delta`.
+    let r = c
+        .send(
+            c.request(reqwest::Method::POST, "/anthropic/v1/messages")
+                .json(
+                    &json!({"model": "thinker", "max_tokens": 100, "stream": true,
+                              "messages": [{"role": "user", "content": "The answer?"}]}),
+                ),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    let delta = r
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|e| e["type"] == "message_delta")
+        .expect("a message_delta event");
+    assert_eq!(
+        delta["usage"],
+        json!({"input_tokens": 2_000, "output_tokens": 1_200,
+               "cache_read_input_tokens": 8_000}),
+        "{}",
+        r.text
+    );
 
     // A test key's task runs the sandbox, which counts none of them: null,
     // not zero, and free.
