@@ -86,8 +86,13 @@ pub(crate) fn unsupported(provider: &str, input: &ChatInput) -> Option<Unsupport
         }
     }
     if input.reasoning.is_some() {
-        if input.temperature.is_some() {
-            return refuse("temperature", "cannot set `temperature` with `reasoning`");
+        // Anthropic takes a temperature of 1 (its default) with thinking, and
+        // no other.
+        if input.temperature.is_some_and(|t| t != 1.0) {
+            return refuse(
+                "temperature",
+                "cannot set `temperature` other than 1 with `reasoning`",
+            );
         }
         if matches!(
             input.tool_choice,

@@ -169,7 +169,7 @@ fn what_anthropic_cannot_carry_is_unsupported() {
             "response_format.schema",
         ),
         (
-            json!({"messages": user(), "temperature": 1, "reasoning": {"effort": "low"}}),
+            json!({"messages": user(), "temperature": 0.5, "reasoning": {"effort": "low"}}),
             "temperature",
         ),
         (
@@ -187,6 +187,9 @@ fn what_anthropic_cannot_carry_is_unsupported() {
     }
     let fine = json!({"messages": user(), "tools": [{"name": "f"}], "tool_choice": "auto", "reasoning": {"effort": "low"}});
     assert_eq!(unsupported("claude", &parse(fine)), None);
+    // A temperature of 1, Anthropic's default, goes with thinking.
+    let one = json!({"messages": user(), "temperature": 1, "reasoning": {"effort": "low"}});
+    assert_eq!(unsupported("claude", &parse(one)), None);
 }
 
 fn message(content: Value, stop: &str) -> Value {
