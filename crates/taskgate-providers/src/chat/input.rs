@@ -254,6 +254,22 @@ impl Effort {
 
 impl Reasoning {
     /// A budget in tokens: 1024, 4096 or 16384 for an effort, else the one given.
+    /// The reasoning an input's `reasoning` field asks for, if any.
+    pub fn of(field: Option<&Value>) -> Option<Self> {
+        field.and_then(|r| Self::deserialize(r).ok())
+    }
+
+    /// The tokens of the answer alone, from a limit on the wire that counts
+    /// the reasoning too (Anthropic's `max_tokens` with thinking, OpenAI's
+    /// `max_completion_tokens`): the kind's `max_tokens` is the answer's, and
+    /// each family adds the budget back (at least 1 is left).
+    pub fn answer_tokens(reasoning: Option<Self>, wire_max: u64) -> u64 {
+        match reasoning {
+            Some(r) => wire_max.saturating_sub(r.budget_tokens()).max(1),
+            None => wire_max,
+        }
+    }
+
     pub fn budget_tokens(self) -> u64 {
         match self {
             Self::Effort {

@@ -6,6 +6,7 @@
 //! `output_config` a response format and an effort, `tool_choice` the kind's.
 
 use serde_json::{Map, Value, json};
+use taskgate_providers::chat::Reasoning;
 
 use super::AnthropicError;
 
@@ -136,6 +137,15 @@ impl MessagesRequest {
         }
         if let Some(stop) = present(body.remove("stop_sequences")) {
             input.insert("stop".to_owned(), stop);
+        }
+        // Anthropic's `max_tokens` counts the thinking; the kind's is the
+        // answer's alone (each family adds the budget back).
+        if let Some(n) = input.get("max_tokens").and_then(Value::as_u64) {
+            let reasoning = Reasoning::of(input.get("reasoning"));
+            input.insert(
+                "max_tokens".to_owned(),
+                json!(Reasoning::answer_tokens(reasoning, n)),
+            );
         }
         for field in DROPPED {
             body.remove(field);

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use taskgate_core::ApiSlug;
 use taskgate_core::money::{Micros, nanos_to_micros};
+use taskgate_providers::chat::Reasoning;
 use taskgate_providers::kinds::Kind;
 use taskgate_providers::schema::CompiledSchema;
 use taskgate_providers::{ApiSpec, Pricing, Provider, Usage};
@@ -110,10 +111,15 @@ impl ApiEntry {
                 ..
             } => {
                 let input_tokens = (input_bytes as u128).div_ceil(3).max(1);
+                // A chat's reasoning budget is output too, on top of its
+                // answer's `max_tokens`.
+                let reasoning =
+                    Reasoning::of(input.get("reasoning")).map_or(0, Reasoning::budget_tokens);
                 let output_tokens = input
                     .get("max_tokens")
                     .and_then(Value::as_u64)
                     .unwrap_or(0)
+                    .saturating_add(reasoning)
                     .min(1 << 24) as u128;
                 (price(input_nanos) * input_tokens + price(output_nanos) * output_tokens)
                     .div_ceil(1000)
@@ -150,6 +156,11 @@ mod tests {
         let input = json!({"messages": [], "max_tokens": 1000});
         // 300 bytes: 100 input tokens (0.0003 USD) + 1,000 output (0.006 USD).
         assert_eq!(chat.estimate(&input, 300), Micros(6_300));
+        // A reasoning budget is output too: 1,000 + 4,096 (medium) output
+        // tokens, 0.030576 USD, + 0.0003 input.
+        let reasoning =
+            json!({"messages": [], "max_tokens": 1000, "reasoning": {"effort": "medium"}});
+        assert_eq!(chat.estimate(&reasoning, 300), Micros(30_876));
         // Without max_tokens, the input only; rounded up to the micro-dollar.
         assert_eq!(chat.estimate(&json!({"messages": []}), 1), Micros(3));
         // Whatever the input says, no overflow.

@@ -5,6 +5,7 @@
 //! refused with the request's own field in `param`.
 
 use serde_json::{Map, Value, json};
+use taskgate_providers::chat::Reasoning;
 
 use super::{OpenAiError, metadata_of, model_of};
 
@@ -113,10 +114,18 @@ impl ChatRequest {
         {
             input.insert("reasoning".to_owned(), reasoning);
         }
-        // `max_completion_tokens` is the newer name of `max_tokens`.
+        // `max_completion_tokens` is the newer name of `max_tokens`; both
+        // count the reasoning, the kind's `max_tokens` the answer alone.
         let max_completion = body.remove("max_completion_tokens");
         let max = body.remove("max_tokens");
         if let Some(v) = present(max_completion).or(present(max)) {
+            let v = match v.as_u64() {
+                Some(n) => {
+                    let reasoning = Reasoning::of(input.get("reasoning"));
+                    json!(Reasoning::answer_tokens(reasoning, n))
+                }
+                None => v,
+            };
             input.insert("max_tokens".to_owned(), v);
         }
         for field in ["temperature", "top_p"] {

@@ -203,6 +203,10 @@ async fn media_json_thinking_streams_and_errors(backend: Backend) {
     );
     assert_eq!(sent["response_format"]["json_schema"]["schema"], schema);
     assert_eq!(sent["reasoning_effort"], "medium");
+    // Anthropic's max_tokens counts the thinking, as OpenAI's
+    // max_completion_tokens does: the same limit reaches the upstream, not
+    // the budget twice.
+    assert_eq!(sent["max_completion_tokens"], 3000, "{sent}");
 
     // Streamed from a provider that does not stream: Anthropic's events,
     // in order, each block whole.
