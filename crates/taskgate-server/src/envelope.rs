@@ -97,6 +97,15 @@ pub async fn envelope(mut request: Request, next: Next) -> Response {
     if let Ok(v) = HeaderValue::from_str(&request_id.to_string()) {
         response.headers_mut().insert("x-request-id", v);
     }
+    // A body refused as too large was not read to its end, so the connection
+    // cannot carry another request: say so, or a client that keeps it for
+    // the next one finds it closed under that request.
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        response.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+    }
     crate::metrics::record_request(&method, &route, response.status(), started.elapsed());
     response
 }

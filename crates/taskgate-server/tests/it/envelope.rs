@@ -46,14 +46,17 @@ async fn body_over_the_limit_is_413(backend: Backend) {
         r#"{{"api":"sentiment","input":{{"text":"{}"}}}}"#,
         "a".repeat(5000)
     );
-    c.post_raw("call", big.clone())
-        .await
-        .expect_error(413, "payload_too_large");
+    let r = c.post_raw("call", big.clone()).await;
+    // The body was not read to its end: the connection is not kept.
+    assert_eq!(r.header("connection"), Some("close"), "{}", r.text);
+    r.expect_error(413, "payload_too_large");
     // Without Content-Length (chunked), the limit still holds.
     let stream = futures_stream(big.into_bytes());
-    c.send(c.request(reqwest::Method::POST, "call").body(stream))
-        .await
-        .expect_error(413, "payload_too_large");
+    let r = c
+        .send(c.request(reqwest::Method::POST, "call").body(stream))
+        .await;
+    assert_eq!(r.header("connection"), Some("close"), "{}", r.text);
+    r.expect_error(413, "payload_too_large");
     let r = c.get("tasks").await.expect(200);
     assert_eq!(
         r.data()["items"],
