@@ -193,3 +193,32 @@ struct ErrorJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     details: Option<&'a serde_json::Value>,
 }
+
+/// A door's middleware that writes the errors of the layers below it
+/// (authentication, limits, body reading, the framework's own) in the door's
+/// shape `E` instead of the envelope; headers set on the way out (rate
+/// limits, `Retry-After`) stay. A door's own answers (marked [`Raw`]) pass.
+pub(crate) async fn errors_as<E: From<ApiError> + IntoResponse>(
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    if response.extensions().get::<Raw>().is_some() {
+        return response;
+    }
+    let err = match response.extensions_mut().remove::<ErrorBody>() {
+        Some(ErrorBody(err)) => err,
+        None if response.status().is_client_error() || response.status().is_server_error() => {
+            framework_error(response.status())
+        }
+        None => return response,
+    };
+    let (parts, _) = response.into_parts();
+    let mut out = E::from(err).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name, value.clone());
+        }
+    }
+    out
+}

@@ -23,8 +23,8 @@ use serde_json::json;
 use taskgate_core::{TaskId, TaskStatus};
 use taskgate_store::TaskRecord;
 
-use crate::envelope::{Raw, framework_error};
-use crate::error::{ApiError, ErrorBody};
+use crate::envelope::Raw;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 pub fn router(app: Arc<AppState>) -> Router<Arc<AppState>> {
@@ -35,7 +35,9 @@ pub fn router(app: Arc<AppState>) -> Router<Arc<AppState>> {
             crate::auth::authenticate,
         ))
         .fallback(not_found)
-        .layer(middleware::from_fn(anthropic_errors))
+        .layer(middleware::from_fn(
+            crate::envelope::errors_as::<AnthropicError>,
+        ))
         .layer(middleware::from_fn(x_api_key))
 }
 
@@ -143,30 +145,6 @@ impl IntoResponse for AnthropicError {
         response.extensions_mut().insert(Raw);
         response
     }
-}
-
-/// The errors of the layers below (authentication, limits, body reading,
-/// the framework's own) in Anthropic's shape instead of the envelope.
-async fn anthropic_errors(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    if response.extensions().get::<Raw>().is_some() {
-        return response;
-    }
-    let err = match response.extensions_mut().remove::<ErrorBody>() {
-        Some(ErrorBody(err)) => err,
-        None if response.status().is_client_error() || response.status().is_server_error() => {
-            framework_error(response.status())
-        }
-        None => return response,
-    };
-    let (parts, _) = response.into_parts();
-    let mut out = AnthropicError::from(err).into_response();
-    for (name, value) in &parts.headers {
-        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            out.headers_mut().insert(name, value.clone());
-        }
-    }
-    out
 }
 
 /// Anthropic's SDKs send the key as `x-api-key`: it is the bearer key the

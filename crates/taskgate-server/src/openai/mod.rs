@@ -14,9 +14,9 @@ mod request;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -27,8 +27,8 @@ use taskgate_store::TaskRecord;
 
 use crate::auth::{ApisRead, Auth};
 use crate::catalog::ApiEntry;
-use crate::envelope::{Raw, framework_error};
-use crate::error::{ApiError, ErrorBody};
+use crate::envelope::Raw;
+use crate::error::ApiError;
 use crate::executor::Told;
 use crate::principal::Principal;
 use crate::service::calls::{self, End, Started};
@@ -51,7 +51,9 @@ pub fn router(app: Arc<AppState>) -> Router<Arc<AppState>> {
             crate::auth::authenticate,
         ))
         .fallback(not_found)
-        .layer(middleware::from_fn(openai_errors))
+        .layer(middleware::from_fn(
+            crate::envelope::errors_as::<OpenAiError>,
+        ))
 }
 
 /// An error as OpenAI's API writes it.
@@ -171,31 +173,6 @@ impl IntoResponse for OpenAiError {
         response.extensions_mut().insert(Raw);
         response
     }
-}
-
-/// Writes the errors of the layers below (authentication, limits, body
-/// reading, the framework's own) in OpenAI's shape instead of the envelope.
-async fn openai_errors(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    if response.extensions().get::<Raw>().is_some() {
-        return response;
-    }
-    let err = match response.extensions_mut().remove::<ErrorBody>() {
-        Some(ErrorBody(err)) => err,
-        None if response.status().is_client_error() || response.status().is_server_error() => {
-            framework_error(response.status())
-        }
-        None => return response,
-    };
-    let (parts, _) = response.into_parts();
-    let mut out = OpenAiError::from(err).into_response();
-    // Rate-limit and other headers set on the way out stay.
-    for (name, value) in &parts.headers {
-        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            out.headers_mut().insert(name, value.clone());
-        }
-    }
-    out
 }
 
 async fn not_found() -> OpenAiError {
