@@ -92,14 +92,16 @@ impl Hub {
     }
 
     /// The other pieces from the `from`th on, encoded for Redis.
-    fn others_since(&self, from: usize) -> Vec<String> {
+    /// The text from byte `text` on and the other pieces from `pieces` on
+    /// (encoded), read at one moment: a piece never misses text that came
+    /// before it, nor is text read past a piece not read.
+    fn since_both(&self, text: usize, pieces: usize) -> (String, Vec<String>) {
         let out = self.out.lock();
-        match out.others.get(from..) {
-            Some(others) if !others.is_empty() => {
-                others.iter().map(|(at, p)| encode(*at, p)).collect()
-            }
-            _ => Vec::new(),
-        }
+        let others = match out.others.get(pieces..) {
+            Some(others) => others.iter().map(|(at, p)| encode(*at, p)).collect(),
+            None => Vec::new(),
+        };
+        (out.text.get(text..).unwrap_or("").to_owned(), others)
     }
 
     /// Wakes when text is appended.
@@ -256,8 +258,7 @@ async fn forward(hub: Arc<Hub>, id: TaskId, redis: Arc<Redis>) {
     let mut sent_others = 0;
     loop {
         let finished = hub.finished.load(Ordering::SeqCst);
-        let others = hub.others_since(sent_others);
-        let text = hub.since(sent);
+        let (text, others) = hub.since_both(sent, sent_others);
         if !text.is_empty() || !others.is_empty() {
             sent += text.len();
             sent_others += others.len();
