@@ -14,6 +14,12 @@ pub enum Piece {
     Text(String),
     /// Text of the model's reasoning, where the provider shows it.
     Reasoning(String),
+    /// The provider's signature over the reasoning sent since the last
+    /// signature (Anthropic's `signature_delta`, at a thinking block's end).
+    ReasoningSignature(String),
+    /// A block of reasoning the provider gives encrypted only (Anthropic's
+    /// `redacted_thinking`).
+    RedactedReasoning(String),
     /// A fragment of the tool call at `index` (0, 1, … in the reply's
     /// order): the first fragment of a call carries its `id` and `name`,
     /// and the `arguments` fragments, joined, are the call's JSON object.

@@ -16,6 +16,12 @@ use serde_json::{Value, json};
 use crate::{ApiSpec, ExecContext, ExecError, Execution, LocalClock, Pricing, Provider};
 use taskgate_core::task::error_code::INTERNAL_ERROR;
 
+/// The tokens of a text as Taskgate counts them where no provider does
+/// (o200k_base).
+pub fn text_tokens(text: &str) -> u64 {
+    token_count::o200k_tokens(text)
+}
+
 /// The provider name shown in the catalog and recorded on attempts.
 pub const PROVIDER_NAME: &str = "builtin";
 

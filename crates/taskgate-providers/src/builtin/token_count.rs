@@ -266,6 +266,19 @@ pub(super) fn spec() -> ApiSpec {
     }
 }
 
+/// The tokens of `text` in o200k_base, the encoding of today's OpenAI
+/// models; a text tiktoken cannot take (a whitespace run over its limit)
+/// counts one token per 4 bytes.
+pub(super) fn o200k_tokens(text: &str) -> u64 {
+    if longest_whitespace_run(text) > MAX_WHITESPACE_RUN {
+        return (text.len() as u64).div_ceil(4);
+    }
+    match Encoding::O200k.bpe() {
+        Ok(bpe) => bpe.encode_ordinary(text).len() as u64,
+        Err(_) => (text.len() as u64).div_ceil(4),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,13 @@ pub struct ChatInput {
     pub top_p: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Vec<String>>,
+    /// Asks for the same answer to the same input, where the provider can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
     /// Provider-specific request fields, merged into the upstream body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Map<String, Value>>,
@@ -59,6 +66,11 @@ pub enum Message {
         content: Option<Content>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The provider's record of the reasoning behind this reply, as the
+        /// output's `reasoning_details` gave it: sent back to the family
+        /// that made it, left out for any other.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning_details: Vec<ReasoningDetail>,
     },
     Tool {
         tool_call_id: String,
@@ -198,6 +210,52 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: Map<String, Value>,
+}
+
+/// A provider's own record of the model's reasoning, which a later turn must
+/// send back as it was for the provider to go on (Anthropic's signed
+/// thinking blocks before a tool call it answers, Gemini's thought signature
+/// on a function call). Opaque to Taskgate: only the family that made it
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ReasoningDetail {
+    /// A block of reasoning and the provider's signature over it.
+    Thinking {
+        format: ReasoningFormat,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Reasoning the provider gives encrypted only.
+    Redacted {
+        format: ReasoningFormat,
+        data: String,
+    },
+    /// The provider's signature on one of the reply's tool calls.
+    ToolCallSignature {
+        format: ReasoningFormat,
+        tool_call_id: String,
+        signature: String,
+    },
+}
+
+impl ReasoningDetail {
+    pub fn format(&self) -> ReasoningFormat {
+        match self {
+            Self::Thinking { format, .. }
+            | Self::Redacted { format, .. }
+            | Self::ToolCallSignature { format, .. } => *format,
+        }
+    }
+}
+
+/// Which family's wire format a [`ReasoningDetail`] is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningFormat {
+    Anthropic,
+    Gemini,
 }
 
 /// The form of the reply.
@@ -369,6 +427,7 @@ impl ChatInput {
                 Message::Assistant {
                     content,
                     tool_calls,
+                    ..
                 } => {
                     if content.is_none() && tool_calls.is_empty() {
                         out.push(violation(

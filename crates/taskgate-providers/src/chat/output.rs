@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use taskgate_core::task::error_code;
 
-use super::input::{ResponseFormat, ToolCall};
+use super::input::{ReasoningDetail, ResponseFormat, ToolCall};
 use crate::ExecError;
 
 /// Why the model stopped.
@@ -36,6 +36,10 @@ pub struct ChatOutput {
     /// The model's reasoning, when the provider returns it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    /// The provider's record of the reasoning, to send back with this reply
+    /// in a later turn (see [`ReasoningDetail`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_details: Vec<ReasoningDetail>,
     pub finish_reason: FinishReason,
     pub model: String,
 }
@@ -48,6 +52,7 @@ impl ChatOutput {
             tool_calls: Vec::new(),
             json: None,
             reasoning: None,
+            reasoning_details: Vec::new(),
             finish_reason,
             model,
         }

@@ -83,6 +83,12 @@ pub fn input() -> Value {
             "temperature": {"type": "number", "minimum": 0, "maximum": 2},
             "top_p": {"type": "number", "minimum": 0, "maximum": 1},
             "stop": {"type": "array", "maxItems": 4, "items": {"type": "string", "minLength": 1}},
+            "seed": {"type": "integer",
+                     "description": "Asks for the same answer to the same input, as far as the provider can (OpenAI and compatibles, Gemini; Anthropic has none)."},
+            "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2,
+                                 "description": "Penalizes tokens that have appeared at all (OpenAI and compatibles, Gemini; Anthropic takes 0 only)."},
+            "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2,
+                                  "description": "Penalizes tokens by how often they have appeared (OpenAI and compatibles, Gemini; Anthropic takes 0 only)."},
             "options": {
                 "type": "object",
                 "description": "Provider-specific request fields, merged into the upstream request body as they are (see the API reference)."
@@ -102,6 +108,7 @@ pub fn output() -> Value {
                            "items": tool_call()},
             "json": {"description": "The reply parsed, when a JSON `response_format` was asked and the text is JSON."},
             "reasoning": {"type": "string", "description": "The model's reasoning, when the provider returns it."},
+            "reasoning_details": reasoning_details(),
             "finish_reason": {"type": "string",
                               "enum": ["stop", "length", "content_filter", "tool_calls", "other"],
                               "description": "`stop` (done), `length` (`max_tokens` reached), `content_filter`, `tool_calls` (the model waits for tool results), `other`."},
@@ -148,8 +155,37 @@ fn assistant_message() -> Value {
         "properties": {
             "role": {"const": "assistant"},
             "content": text_content(),
-            "tool_calls": {"type": "array", "maxItems": 128, "items": tool_call()}
+            "tool_calls": {"type": "array", "maxItems": 128, "items": tool_call()},
+            "reasoning_details": reasoning_details()
         }
+    })
+}
+
+/// The provider's record of its reasoning, carried from an output to the
+/// assistant message that repeats it.
+fn reasoning_details() -> Value {
+    let format = json!({"type": "string", "enum": ["anthropic", "gemini"],
+                        "description": "The family whose wire format this is: sent back to that family only."});
+    let opaque = json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT});
+    json!({
+        "type": "array",
+        "maxItems": 1000,
+        "description": "The provider's own record of the model's reasoning (Anthropic's signed thinking blocks, Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message that repeats this reply: a provider that requires it (Anthropic with thinking and tools, Gemini 3 with function calls) refuses a tool loop without it.",
+        "items": {"oneOf": [
+            {"type": "object", "additionalProperties": false,
+             "required": ["type", "format", "text"],
+             "properties": {"type": {"const": "thinking"}, "format": format,
+                            "text": {"type": "string", "maxLength": MAX_TEXT},
+                            "signature": opaque}},
+            {"type": "object", "additionalProperties": false,
+             "required": ["type", "format", "data"],
+             "properties": {"type": {"const": "redacted"}, "format": format, "data": opaque}},
+            {"type": "object", "additionalProperties": false,
+             "required": ["type", "format", "tool_call_id", "signature"],
+             "properties": {"type": {"const": "tool_call_signature"}, "format": format,
+                            "tool_call_id": {"type": "string", "minLength": 1, "maxLength": 256},
+                            "signature": opaque}}
+        ]}
     })
 }
 

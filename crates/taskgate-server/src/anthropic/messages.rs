@@ -32,14 +32,7 @@ pub(super) async fn create(
     body: JsonObject,
 ) -> Result<Response, AnthropicError> {
     let request = MessagesRequest::parse(body.map)?;
-    let shown: String = request.model.chars().take(64).collect();
-    let is_chat = |e: &Arc<crate::catalog::ApiEntry>| e.spec.kind == Kind::Chat.as_str();
-    if app.catalog.get(&request.model).is_none_or(|e| !is_chat(e)) {
-        return Err(AnthropicError::new(
-            StatusCode::NOT_FOUND,
-            format!("model: {shown:?} is not a chat API of this Taskgate."),
-        ));
-    }
+    chat_api(&app, &request.model)?;
     let mut call = Map::new();
     call.insert("api".to_owned(), json!(request.model));
     call.insert("input".to_owned(), Value::Object(request.input));
@@ -104,6 +97,60 @@ pub(super) async fn create(
     Ok(response)
 }
 
+/// Anthropic's own thinking blocks, signed, as the output's
+/// `reasoning_details` recorded them.
+pub(super) fn thinking_blocks(output: &Map<String, Value>) -> Vec<Value> {
+    let details = output.get("reasoning_details").and_then(Value::as_array);
+    details
+        .into_iter()
+        .flatten()
+        .filter(|d| d["format"] == "anthropic")
+        .filter_map(|d| match d["type"].as_str() {
+            Some("thinking") => Some(json!({"type": "thinking", "thinking": d["text"],
+                                            "signature": d["signature"].as_str().unwrap_or("")})),
+            Some("redacted") => Some(json!({"type": "redacted_thinking", "data": d["data"]})),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `model` must name a chat API of the catalog.
+fn chat_api(app: &AppState, model: &str) -> Result<(), AnthropicError> {
+    let is_chat = |e: &Arc<crate::catalog::ApiEntry>| e.spec.kind == Kind::Chat.as_str();
+    if app.catalog.get(model).is_none_or(|e| !is_chat(e)) {
+        let shown: String = model.chars().take(64).collect();
+        return Err(AnthropicError::new(
+            StatusCode::NOT_FOUND,
+            format!("model: {shown:?} is not a chat API of this Taskgate."),
+        ));
+    }
+    Ok(())
+}
+
+/// POST /anthropic/v1/messages/count_tokens: `{input_tokens}` of a
+/// request (`max_tokens` not needed), estimated by Taskgate without any
+/// provider; no task is made and nothing is spent.
+pub(super) async fn count_tokens(
+    State(app): State<Arc<AppState>>,
+    Auth(principal, ..): Auth<TasksWrite>,
+    body: JsonObject,
+) -> Result<Response, AnthropicError> {
+    let mut body = body.map;
+    body.entry("max_tokens").or_insert(json!(1));
+    let request = MessagesRequest::parse(body)?;
+    chat_api(&app, &request.model)?;
+    let mut call = Map::new();
+    call.insert("api".to_owned(), json!(request.model));
+    call.insert("input".to_owned(), Value::Object(request.input));
+    let call = calls::validate(&app.catalog, &principal, call).map_err(ApiError::from)?;
+    let tokens = calls::count_input_tokens(call)
+        .await
+        .map_err(ApiError::from)?;
+    let mut response = Json(json!({"input_tokens": tokens})).into_response();
+    response.extensions_mut().insert(Raw);
+    Ok(response)
+}
+
 /// A finished chat task as a `message`. Its id is the task's with `msg_`
 /// for `task_`, so one tells the other.
 pub(super) fn message_of(task: &TaskRecord, model: &str) -> Value {
@@ -111,10 +158,12 @@ pub(super) fn message_of(task: &TaskRecord, model: &str) -> Value {
         Some(Ok(Value::Object(m))) => m,
         _ => Map::new(),
     };
-    let mut content = Vec::new();
-    if let Some(r) = output.get("reasoning").and_then(Value::as_str) {
-        // The kind keeps no signature: an empty one, which a client sending
-        // the block back to Taskgate needs no more.
+    let mut content = thinking_blocks(&output);
+    if content.is_empty()
+        && let Some(r) = output.get("reasoning").and_then(Value::as_str)
+    {
+        // Reasoning another family gave, unsigned: an empty signature,
+        // which a client sending the block back to Taskgate needs no more.
         content.push(json!({"type": "thinking", "thinking": r, "signature": ""}));
     }
     let text = output.get("text").and_then(Value::as_str).unwrap_or("");

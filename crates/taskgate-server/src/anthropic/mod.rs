@@ -30,6 +30,7 @@ use crate::state::AppState;
 pub fn router(app: Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/messages", post(messages::create))
+        .route("/messages/count_tokens", post(messages::count_tokens))
         .route_layer(middleware::from_fn_with_state(
             app,
             crate::auth::authenticate,

@@ -306,6 +306,7 @@ fn turn_of(i: usize, turn: Value, out: &mut Vec<Value>) -> Result<(), AnthropicE
         "assistant" => {
             let mut texts = Vec::new();
             let mut calls = Vec::new();
+            let mut details = Vec::new();
             for (j, b) in blocks.into_iter().enumerate() {
                 match b.get("type").and_then(Value::as_str) {
                     Some("text") => texts.push(b["text"].as_str().unwrap_or("").to_owned()),
@@ -313,9 +314,26 @@ fn turn_of(i: usize, turn: Value, out: &mut Vec<Value>) -> Result<(), AnthropicE
                         "id": b["id"], "name": b["name"],
                         "arguments": b.get("input").cloned().unwrap_or_else(|| json!({})),
                     })),
-                    // Earlier thinking is the provider's to keep: the kind
-                    // sends no reasoning back, so it is left out.
-                    Some("thinking" | "redacted_thinking") => {}
+                    // Signed thinking goes back to Anthropic as it came
+                    // (required before a tool_use it answers); one without
+                    // a signature (made by another family) has no use.
+                    Some("thinking") => {
+                        if let Some(sig) = b.get("signature").and_then(Value::as_str)
+                            && !sig.is_empty()
+                        {
+                            details.push(json!({"type": "thinking", "format": "anthropic",
+                                                "text": b["thinking"].as_str().unwrap_or(""),
+                                                "signature": sig}));
+                        }
+                    }
+                    Some("redacted_thinking") => {
+                        if let Some(data) = b.get("data").and_then(Value::as_str)
+                            && !data.is_empty()
+                        {
+                            details.push(json!({"type": "redacted", "format": "anthropic",
+                                                "data": data}));
+                        }
+                    }
                     _ => {
                         return Err(AnthropicError::unsupported(
                             &format!("{field}.content.{j}"),
@@ -330,6 +348,9 @@ fn turn_of(i: usize, turn: Value, out: &mut Vec<Value>) -> Result<(), AnthropicE
             }
             if !calls.is_empty() {
                 m["tool_calls"] = Value::Array(calls);
+            }
+            if !details.is_empty() {
+                m["reasoning_details"] = Value::Array(details);
             }
             out.push(m);
         }

@@ -1,8 +1,16 @@
 //! A streamed message: Anthropic's events as the task's pieces arrive. Each
 //! run of one kind of piece (reasoning, text, one tool call) is a content
 //! block, opened when its first piece comes and stopped when another kind
-//! starts; what the task did not stream (a provider without streaming) is
-//! sent whole when it ends.
+//! starts (a thinking block also at its signature); what the task did not
+//! stream (a provider without streaming) is sent whole when it ends.
+//!
+//! Anthropic's blocks follow one another, where OpenAI-style providers may
+//! interleave the fragments of parallel tool calls: a call's fragments that
+//! come while another call's block is open are held, and each held call is
+//! sent whole, in index order, when that block closes for good (before text
+//! or reasoning, or at the end).
+
+use std::collections::BTreeMap;
 
 use std::convert::Infallible;
 
@@ -26,7 +34,11 @@ enum Open {
     Thinking,
     Text,
     Tool(u32),
+    Redacted,
 }
+
+/// A tool call held back: its id, its name and its arguments so far.
+type Held = (Option<String>, Option<String>, String);
 
 pub(super) struct Events {
     pub model: String,
@@ -41,6 +53,7 @@ pub(super) struct Events {
     sent_text: bool,
     sent_reasoning: bool,
     sent_calls: bool,
+    held: BTreeMap<u32, Held>,
     ended: bool,
 }
 
@@ -64,6 +77,7 @@ impl Events {
             sent_text: false,
             sent_reasoning: false,
             sent_calls: false,
+            held: BTreeMap::new(),
             ended: false,
         }
     }
@@ -131,6 +145,7 @@ impl Events {
             }
             Some(StreamEvent::Reasoning(text)) => {
                 self.sent_reasoning = true;
+                self.release(&mut out);
                 self.open_block(
                     &mut out,
                     Open::Thinking,
@@ -141,8 +156,35 @@ impl Events {
                     json!({"type": "thinking_delta", "thinking": text}),
                 );
             }
+            Some(StreamEvent::ReasoningSignature(sig)) => {
+                // Anthropic's signature ends its thinking block.
+                self.sent_reasoning = true;
+                self.release(&mut out);
+                self.open_block(
+                    &mut out,
+                    Open::Thinking,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                );
+                self.delta(
+                    &mut out,
+                    json!({"type": "signature_delta", "signature": sig}),
+                );
+                self.close(&mut out);
+            }
+            Some(StreamEvent::RedactedReasoning(data)) => {
+                self.sent_reasoning = true;
+                self.release(&mut out);
+                self.close(&mut out);
+                self.open_block(
+                    &mut out,
+                    Open::Redacted,
+                    json!({"type": "redacted_thinking", "data": data}),
+                );
+                self.close(&mut out);
+            }
             Some(StreamEvent::Delta(text)) => {
                 self.sent_text = true;
+                self.release(&mut out);
                 self.open_block(&mut out, Open::Text, json!({"type": "text", "text": ""}));
                 self.delta(&mut out, json!({"type": "text_delta", "text": text}));
             }
@@ -153,22 +195,52 @@ impl Events {
                 arguments_delta,
             }) => {
                 self.sent_calls = true;
-                let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
-                self.open_block(&mut out, Open::Tool(index), block);
-                if !arguments_delta.is_empty() {
-                    self.delta(
-                        &mut out,
-                        json!({"type": "input_json_delta", "partial_json": arguments_delta}),
-                    );
+                let busy = matches!(self.open, Open::Tool(open) if open != index);
+                if busy || self.held.contains_key(&index) {
+                    let held = self.held.entry(index).or_default();
+                    held.0 = held.0.take().or(id);
+                    held.1 = held.1.take().or(name);
+                    held.2.push_str(&arguments_delta);
+                } else {
+                    self.tool_block(&mut out, index, id, name, &arguments_delta);
                 }
             }
             Some(StreamEvent::Done(task)) => {
                 self.ended = true;
                 self.guard.disarm();
+                self.release(&mut out);
                 self.end(&mut out, &task);
             }
         }
         Some(Bytes::from(out))
+    }
+
+    /// A tool call's block (opened unless it is the one open) and a piece
+    /// of its arguments.
+    fn tool_block(
+        &mut self,
+        out: &mut String,
+        index: u32,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: &str,
+    ) {
+        let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
+        self.open_block(out, Open::Tool(index), block);
+        if !arguments.is_empty() {
+            self.delta(
+                out,
+                json!({"type": "input_json_delta", "partial_json": arguments}),
+            );
+        }
+    }
+
+    /// Sends the held tool calls, each whole in its own block.
+    fn release(&mut self, out: &mut String) {
+        for (index, (id, name, arguments)) in std::mem::take(&mut self.held) {
+            self.close(out);
+            self.tool_block(out, index, id, name, &arguments);
+        }
     }
 
     /// Opens a block of `kind` unless it is the one open (closing that).
@@ -220,11 +292,33 @@ impl Events {
             .enumerate()
         {
             let (kind, empty, delta) = match block["type"].as_str() {
-                Some("thinking") if !self.sent_reasoning => (
-                    Open::Thinking,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                    json!({"type": "thinking_delta", "thinking": block["thinking"]}),
-                ),
+                Some("thinking") if !self.sent_reasoning => {
+                    self.close(out);
+                    self.open_block(
+                        out,
+                        Open::Thinking,
+                        json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    );
+                    self.delta(
+                        out,
+                        json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+                    );
+                    if block["signature"] != "" {
+                        self.delta(
+                            out,
+                            json!({"type": "signature_delta", "signature": block["signature"]}),
+                        );
+                    }
+                    // Each block its own: the next one opens anew.
+                    self.close(out);
+                    continue;
+                }
+                Some("redacted_thinking") if !self.sent_reasoning => {
+                    self.close(out);
+                    self.open_block(out, Open::Redacted, block.clone());
+                    self.close(out);
+                    continue;
+                }
                 // Each whole call its own block: an index no streamed call has.
                 Some("tool_use") if !self.sent_calls => (
                     Open::Tool(u32::MAX - i as u32),

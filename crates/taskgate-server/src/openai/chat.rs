@@ -120,6 +120,11 @@ fn completion(task: &TaskRecord, model: &str) -> Response {
     if let Some(r) = output.get("reasoning").filter(|r| r.is_string()) {
         message["reasoning_content"] = r.clone();
     }
+    // Taskgate's own field: sent back in the assistant message, it carries
+    // a provider's signed reasoning into the next turn.
+    if let Some(d) = output.get("reasoning_details").filter(|d| d.is_array()) {
+        message["reasoning_details"] = d.clone();
+    }
     task_answer(
         task,
         json!({
@@ -253,6 +258,8 @@ impl Chunks {
                 self.sent_text = true;
                 self.delta(&text)
             }
+            // OpenAI's format has no place for a provider's signatures.
+            StreamEvent::ReasoningSignature(_) | StreamEvent::RedactedReasoning(_) => Bytes::new(),
             StreamEvent::Reasoning(text) => {
                 self.sent_reasoning = true;
                 self.piece(json!({"reasoning_content": text}))

@@ -128,7 +128,13 @@ impl ChatRequest {
             };
             input.insert("max_tokens".to_owned(), v);
         }
-        for field in ["temperature", "top_p"] {
+        for field in [
+            "temperature",
+            "top_p",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+        ] {
             if let Some(v) = present(body.remove(field)) {
                 input.insert(field.to_owned(), v);
             }
@@ -142,8 +148,8 @@ impl ChatRequest {
                 input.insert("stop".to_owned(), v);
             }
         }
-        // Everything else (seed, penalties, a provider's own fields) goes
-        // to the upstream request as it is.
+        // Everything else (a provider's own fields) goes to the upstream
+        // request as it is.
         if !body.is_empty() {
             input.insert("options".to_owned(), Value::Object(body));
         }
@@ -343,6 +349,12 @@ fn message(i: usize, m: Value) -> Result<Value, OpenAiError> {
             ));
         }
         out.insert("tool_calls".to_owned(), tool_calls_of(i, calls)?);
+    }
+    // Taskgate's own field, as a completion gave it (checked by the kind).
+    if role == "assistant"
+        && let Some(details) = present(m.remove("reasoning_details"))
+    {
+        out.insert("reasoning_details".to_owned(), details);
     }
     Ok(Value::Object(out))
 }

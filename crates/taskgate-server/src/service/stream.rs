@@ -30,6 +30,10 @@ const STREAM_KEEPALIVE: Duration = Duration::from_secs(15);
 pub enum StreamEvent {
     Delta(String),
     Reasoning(String),
+    /// The provider's signature over the reasoning since the last one.
+    ReasoningSignature(String),
+    /// A block of reasoning the provider gives encrypted only.
+    RedactedReasoning(String),
     /// A fragment of the tool call at `index`: its first carries the
     /// call's `id` and `name`; the `arguments_delta`s joined are its
     /// arguments (a JSON object).
@@ -230,6 +234,8 @@ async fn send_all(tx: &mpsc::Sender<StreamEvent>, pieces: &mut Vec<Piece>) -> bo
         let event = match piece {
             Piece::Text(text) => StreamEvent::Delta(text),
             Piece::Reasoning(text) => StreamEvent::Reasoning(text),
+            Piece::ReasoningSignature(sig) => StreamEvent::ReasoningSignature(sig),
+            Piece::RedactedReasoning(data) => StreamEvent::RedactedReasoning(data),
             Piece::ToolCall {
                 index,
                 id,

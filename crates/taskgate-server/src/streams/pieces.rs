@@ -50,6 +50,8 @@ pub(super) fn encode(at: usize, piece: &Piece) -> String {
     match piece {
         Piece::Text(text) => json!({"at": at, "text": text}),
         Piece::Reasoning(text) => json!({"at": at, "reasoning": text}),
+        Piece::ReasoningSignature(sig) => json!({"at": at, "signature": sig}),
+        Piece::RedactedReasoning(data) => json!({"at": at, "redacted": data}),
         Piece::ToolCall {
             index,
             id,
@@ -68,6 +70,10 @@ pub(super) fn decode(s: &str) -> Option<(usize, Piece)> {
         Piece::Text(string(t)?)
     } else if let Some(t) = v.get("reasoning") {
         Piece::Reasoning(string(t)?)
+    } else if let Some(t) = v.get("signature") {
+        Piece::ReasoningSignature(string(t)?)
+    } else if let Some(t) = v.get("redacted") {
+        Piece::RedactedReasoning(string(t)?)
     } else {
         let c = v.get("tool_call")?;
         Piece::ToolCall {
@@ -88,6 +94,8 @@ mod tests {
     fn pieces_cross_redis_unchanged() {
         for piece in [
             Piece::Reasoning("Hmm".to_owned()),
+            Piece::ReasoningSignature("c2ln".to_owned()),
+            Piece::RedactedReasoning("ZW5j".to_owned()),
             Piece::ToolCall {
                 index: 1,
                 id: Some("call_1".to_owned()),

@@ -123,6 +123,12 @@ pub async fn stream(
             let bytes = match reader.next().await? {
                 StreamEvent::Delta(text) => sse("delta", &json!({ "text": text })),
                 StreamEvent::Reasoning(text) => sse("reasoning", &json!({ "text": text })),
+                StreamEvent::ReasoningSignature(sig) => {
+                    sse("reasoning", &json!({ "text": "", "signature": sig }))
+                }
+                StreamEvent::RedactedReasoning(data) => {
+                    sse("reasoning", &json!({ "text": "", "redacted": data }))
+                }
                 StreamEvent::ToolCall {
                     index,
                     id,

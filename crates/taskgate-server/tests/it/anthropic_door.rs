@@ -511,3 +511,296 @@ async fn what_claude_code_sends_goes_through(backend: Backend) {
     app.stop().await;
 }
 both!(what_claude_code_sends_goes_through);
+
+/// The events of a streamed message: (name, data).
+fn events_of(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter_map(|e| {
+            let (name, data) = e.split_once('\n')?;
+            Some((
+                name.strip_prefix("event: ")?.to_owned(),
+                serde_json::from_str(data.strip_prefix("data: ")?).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Claude Code's tool loop with thinking on, against an Anthropic upstream:
+/// the signed thinking block comes back to the client (plain and streamed)
+/// and, sent back with the tool's result, reaches Anthropic again first in
+/// the assistant turn, as Anthropic requires.
+async fn signed_thinking_survives_a_tool_loop(backend: Backend) {
+    use taskgate_providers::upstream::Protocol;
+    let (fake, base) = Fake::start().await;
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            // The same upstream, read whole and streamed.
+            crate::chat_checks::family_api_streaming(
+                c,
+                "claude",
+                Protocol::Anthropic,
+                &base,
+                false,
+            );
+            crate::chat_checks::family_api_streaming(
+                c,
+                "claude-s",
+                Protocol::Anthropic,
+                &base,
+                true,
+            );
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let usage = json!({"input_tokens": 20, "output_tokens": 5});
+    fake.then(Reply::Json(
+        200,
+        json!({"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-x",
+               "content": [{"type": "thinking", "thinking": "Use the tool.", "signature": "sig-1"},
+                           {"type": "redacted_thinking", "data": "enc-1"},
+                           {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                            "input": {"city": "Paris"}}],
+               "stop_reason": "tool_use", "stop_sequence": null, "usage": usage}),
+    ));
+    let ask = json!({"role": "user", "content": "Weather in Paris?"});
+    let thinking = json!({"type": "enabled", "budget_tokens": 1024});
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "claude", "max_tokens": 2048, "thinking": thinking,
+               "tools": [weather()], "messages": [ask]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let content = r.body["content"].clone();
+    assert_eq!(
+        content,
+        json!([{"type": "thinking", "thinking": "Use the tool.", "signature": "sig-1"},
+               {"type": "redacted_thinking", "data": "enc-1"},
+               {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                "input": {"city": "Paris"}}])
+    );
+    // The task's output records them for /api/v1 callers too.
+    let id = r.header("x-taskgate-task-id").unwrap().to_owned();
+    let t = c.get(&format!("tasks/{id}")).await.expect(200);
+    assert_eq!(
+        t.data()["output"]["reasoning_details"],
+        json!([{"type": "thinking", "format": "anthropic", "text": "Use the tool.", "signature": "sig-1"},
+               {"type": "redacted", "format": "anthropic", "data": "enc-1"}])
+    );
+
+    // The second turn, streamed: the upstream's signature comes through as
+    // a signature_delta that closes the thinking block.
+    fake.then(Reply::Events(
+        vec![
+            json!({"type": "message_start", "message": {"id": "msg_02", "type": "message",
+                   "role": "assistant", "content": [], "model": "claude-x", "stop_reason": null,
+                   "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "thinking_delta", "thinking": "Sunny, say so."}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "signature_delta", "signature": "sig-2"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "text_delta", "text": "Sunny."}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 9}}),
+            json!({"type": "message_stop"}),
+        ],
+        std::time::Duration::from_millis(5),
+    ));
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "claude-s", "max_tokens": 2048, "thinking": thinking, "stream": true,
+               "tools": [weather()], "messages": [
+                   ask,
+                   {"role": "assistant", "content": content},
+                   {"role": "user", "content": [
+                       {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (_, _, sent) = fake.seen.lock()[1].clone();
+    assert_eq!(
+        sent["messages"][1]["content"],
+        json!([{"type": "thinking", "thinking": "Use the tool.", "signature": "sig-1"},
+               {"type": "redacted_thinking", "data": "enc-1"},
+               {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                "input": {"city": "Paris"}}])
+    );
+    let events = events_of(&r.text);
+    let blocks: Vec<(&Value, &Value)> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| (&d["index"], &d["content_block"]["type"]))
+        .collect();
+    assert_eq!(
+        blocks,
+        [(&json!(0), &json!("thinking")), (&json!(1), &json!("text"))],
+        "{}",
+        r.text
+    );
+    let signature: Vec<&Value> = events
+        .iter()
+        .filter(|(_, d)| d["delta"]["type"] == "signature_delta")
+        .map(|(_, d)| &d["index"])
+        .collect();
+    assert_eq!(signature, [&json!(0)], "{}", r.text);
+    let sig: String = events
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["signature"].as_str())
+        .collect();
+    assert_eq!(sig, "sig-2");
+    app.stop().await;
+}
+both!(signed_thinking_survives_a_tool_loop);
+
+/// Parallel tool calls whose fragments interleave (OpenAI-style providers
+/// may) come out as one whole block per call, never a call split in two.
+async fn interleaved_tool_call_fragments_stay_one_block_each(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    let delta = |d: Value, finish: Option<&str>| crate::upstream::chunk(d, finish);
+    let call = |index: u64, id: Option<&str>, name: Option<&str>, args: &str| {
+        let mut c = json!({"index": index, "function": {"arguments": args}});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+            c["type"] = json!("function");
+        }
+        if let Some(name) = name {
+            c["function"]["name"] = json!(name);
+        }
+        delta(json!({"tool_calls": [c]}), None)
+    };
+    fake.then(Reply::Sse(
+        vec![
+            delta(json!({"role": "assistant", "content": null}), None),
+            call(0, Some("call_a"), Some("get_weather"), "{\"city\":"),
+            call(1, Some("call_b"), Some("get_weather"), "{\"city\":"),
+            call(0, None, None, "\"Paris\"}"),
+            call(1, None, None, "\"Rome\"}"),
+            delta(json!({}), Some("tool_calls")),
+        ],
+        std::time::Duration::from_millis(5),
+        false,
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, true))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let r = post(
+        &c,
+        Some(&app.live),
+        json!({"model": "chat", "max_tokens": 100, "stream": true, "tools": [weather()],
+               "messages": [{"role": "user", "content": "Paris and Rome?"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let events = events_of(&r.text);
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| &d["content_block"])
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            &json!({"type": "tool_use", "id": "call_a", "name": "get_weather", "input": {}}),
+            &json!({"type": "tool_use", "id": "call_b", "name": "get_weather", "input": {}})
+        ],
+        "{}",
+        r.text
+    );
+    for (index, city) in [(0, "Paris"), (1, "Rome")] {
+        let json: String = events
+            .iter()
+            .filter(|(_, d)| d["index"] == index)
+            .filter_map(|(_, d)| d["delta"]["partial_json"].as_str())
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&json).unwrap(),
+            json!({"city": city}),
+            "{}",
+            r.text
+        );
+    }
+    app.stop().await;
+}
+both!(interleaved_tool_call_fragments_stay_one_block_each);
+
+/// `count_tokens`, which Claude Code asks often: an estimate of the input's
+/// tokens, with no task made, nothing sent upstream, the door's errors.
+async fn count_tokens_estimates_without_a_task(backend: Backend) {
+    let (fake, base) = Fake::start().await;
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, false))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let count = |body: Value| {
+        let c = &c;
+        let key = app.live.clone();
+        async move {
+            c.send(
+                reqwest::Client::new()
+                    .post(c.url("/anthropic/v1/messages/count_tokens?beta=true"))
+                    .header("anthropic-version", "2023-06-01")
+                    .header("x-api-key", key)
+                    .json(&body),
+            )
+            .await
+        }
+    };
+    let short = count(json!({"model": "chat",
+                             "messages": [{"role": "user", "content": "Hello there"}]}))
+    .await;
+    assert_eq!(short.status, 200, "{}", short.text);
+    let n = short.body["input_tokens"].as_u64().unwrap();
+    assert!(n > 0, "{}", short.text);
+    assert_eq!(short.body.as_object().unwrap().len(), 1, "{}", short.text);
+    let long = count(
+        json!({"model": "chat", "system": "Be brief.", "tools": [weather()],
+                            "messages": [{"role": "user", "content": "Hello there ".repeat(100)}]}),
+    )
+    .await;
+    assert_eq!(long.status, 200, "{}", long.text);
+    assert!(
+        long.body["input_tokens"].as_u64().unwrap() > n + 100,
+        "{}",
+        long.text
+    );
+    let unknown =
+        count(json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]})).await;
+    anthropic_error(&unknown, 404, "not_found_error");
+    let bad = count(json!({"model": "chat", "messages": "x"})).await;
+    anthropic_error(&bad, 400, "invalid_request_error");
+    let anonymous = c
+        .send(
+            reqwest::Client::new()
+                .post(c.url("/anthropic/v1/messages/count_tokens"))
+                .json(&json!({"model": "chat", "messages": []})),
+        )
+        .await;
+    anthropic_error(&anonymous, 401, "authentication_error");
+    assert_eq!(fake.requests(), 0, "nothing went upstream");
+    let tasks = c.get("tasks").await.expect(200);
+    assert_eq!(tasks.data()["items"], json!([]), "no task was made");
+    app.stop().await;
+}
+both!(count_tokens_estimates_without_a_task);

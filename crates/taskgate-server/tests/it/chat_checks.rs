@@ -158,3 +158,67 @@ async fn what_a_provider_cannot_carry_is_an_unsupported_parameter(backend: Backe
     app.stop().await;
 }
 both!(what_a_provider_cannot_carry_is_an_unsupported_parameter);
+
+/// `seed` and the penalties are the kind's own fields: each family gets
+/// them in its own names, and Anthropic, which has none of them, refuses
+/// them before any upstream call; through the OpenAI door too.
+async fn seed_and_penalties_map_or_are_refused(backend: Backend) {
+    let (anthropic, anthropic_base) = Fake::start().await;
+    let (gemini, gemini_base) = Fake::start().await;
+    gemini.always(crate::upstream::Reply::Json(
+        200,
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]},
+                               "finishReason": "STOP"}]}),
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            family_api(c, "chat-anthropic", Protocol::Anthropic, &anthropic_base);
+            family_api(c, "chat-gemini", Protocol::Gemini, &gemini_base);
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let input = json!({"messages": [{"role": "user", "content": "Hi"}],
+                       "seed": 7, "presence_penalty": 0.5, "frequency_penalty": -0.5});
+    let r = c.call(call("chat-gemini", input.clone())).await.expect(200);
+    assert_eq!(r.data()["status"], "succeeded", "{}", r.text);
+    let config = gemini.seen.lock()[0].2["generationConfig"].clone();
+    assert_eq!(
+        (
+            &config["seed"],
+            &config["presencePenalty"],
+            &config["frequencyPenalty"]
+        ),
+        (&json!(7), &json!(0.5), &json!(-0.5))
+    );
+    for (field, value) in [
+        ("seed", json!(7)),
+        ("presence_penalty", json!(0.5)),
+        ("frequency_penalty", json!(1)),
+    ] {
+        let mut one = json!({"messages": [{"role": "user", "content": "Hi"}]});
+        one[field] = value.clone();
+        let r = c
+            .call(call("chat-anthropic", one))
+            .await
+            .expect_error(400, "unsupported_parameter");
+        assert_eq!(
+            r.body["error"]["param"],
+            format!("input.{field}"),
+            "{}",
+            r.text
+        );
+        let mut body = json!({"model": "chat-anthropic",
+                              "messages": [{"role": "user", "content": "Hi"}]});
+        body[field] = value;
+        let r = c.post("/openai/v1/chat/completions", body).await;
+        assert_eq!(r.status, 400, "{}", r.text);
+        assert_eq!(r.body["error"]["param"], field, "{}", r.text);
+    }
+    assert_eq!(anthropic.requests(), 0, "nothing reaches Anthropic");
+    app.stop().await;
+}
+both!(seed_and_penalties_map_or_are_refused);

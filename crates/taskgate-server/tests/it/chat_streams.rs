@@ -49,6 +49,21 @@ async fn streamed(backend: Backend, protocol: Protocol, reply: Reply) -> Option<
         output["reasoning"].as_str().unwrap(),
         "{events:?}"
     );
+    // Each signature the provider put on its thinking came as a reasoning
+    // event of its own, in order.
+    let signatures: Vec<&Value> = events
+        .iter()
+        .filter(|(e, _)| e == "reasoning")
+        .filter_map(|(_, d)| d.get("signature"))
+        .collect();
+    let signed: Vec<&Value> = output["reasoning_details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["type"] == "thinking")
+        .filter_map(|d| d.get("signature"))
+        .collect();
+    assert_eq!(signatures, signed, "{events:?}");
     let first_call = events.iter().position(|(e, _)| e == "tool_call").unwrap();
     let last_reasoning = events.iter().rposition(|(e, _)| e == "reasoning").unwrap();
     assert!(last_reasoning < first_call, "in order: {events:?}");
@@ -168,6 +183,11 @@ async fn anthropic_streams_thinking_and_tool_use(backend: Backend) {
     };
     expected_calls(&output);
     assert_eq!(output["tool_calls"][0]["id"], "toolu_p");
+    assert_eq!(
+        output["reasoning_details"],
+        json!([{"type": "thinking", "format": "anthropic",
+                "text": "Two cities, two calls.", "signature": "sig"}])
+    );
 }
 both!(anthropic_streams_thinking_and_tool_use);
 

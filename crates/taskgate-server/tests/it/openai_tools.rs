@@ -379,3 +379,58 @@ async fn streamed_tool_calls_and_reasoning(backend: Backend) {
     app.stop().await;
 }
 both!(streamed_tool_calls_and_reasoning);
+
+/// Through the OpenAI door to an Anthropic upstream with reasoning on: the
+/// message's `reasoning_details` (Taskgate's own field) carry the signed
+/// thinking, and an assistant message that sends them back gets them to
+/// Anthropic before its `tool_use`.
+async fn reasoning_details_carry_signed_thinking_through_the_openai_door(backend: Backend) {
+    use taskgate_providers::upstream::Protocol;
+    let (fake, base) = Fake::start().await;
+    fake.always(Reply::Json(
+        200,
+        json!({"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-x",
+               "content": [{"type": "thinking", "thinking": "Use it.", "signature": "sig-9"},
+                           {"type": "tool_use", "id": "toolu_9", "name": "get_weather",
+                            "input": {"city": "Oslo"}}],
+               "stop_reason": "tool_use", "stop_sequence": null,
+               "usage": {"input_tokens": 9, "output_tokens": 3}}),
+    ));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| crate::chat_checks::family_api(c, "claude", Protocol::Anthropic, &base))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let ask = json!({"role": "user", "content": "Weather in Oslo?"});
+    let r = post(
+        &c,
+        json!({"model": "claude", "reasoning_effort": "low", "tools": [weather_tool()],
+               "messages": [ask]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let message = r.body["choices"][0]["message"].clone();
+    assert_eq!(
+        message["reasoning_details"],
+        json!([{"type": "thinking", "format": "anthropic", "text": "Use it.", "signature": "sig-9"}])
+    );
+    let r = post(
+        &c,
+        json!({"model": "claude", "reasoning_effort": "low", "tools": [weather_tool()],
+               "messages": [ask, message,
+                            {"role": "tool", "tool_call_id": "toolu_9", "content": "cold"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let sent = fake.seen.lock()[1].2.clone();
+    assert_eq!(
+        sent["messages"][1]["content"][0],
+        json!({"type": "thinking", "thinking": "Use it.", "signature": "sig-9"})
+    );
+    assert_eq!(sent["messages"][1]["content"][1]["type"], "tool_use");
+    app.stop().await;
+}
+both!(reasoning_details_carry_signed_thinking_through_the_openai_door);

@@ -9,6 +9,7 @@
 //! | `{type:"document", data, media_type:"application/pdf"}` / `{url}` | `{type:"document", source:{type:"base64", …}}` / `{source:{type:"url", url}}` |
 //! | `{type:"document", data, media_type:"text/plain"}` | `{type:"document", source:{type:"text", media_type:"text/plain", data: <decoded text>}}`; by URL: unsupported |
 //! | assistant `tool_calls[{id,name,arguments}]` | `tool_use` blocks `{id, name, input}` |
+//! | assistant `reasoning_details` of format `anthropic` (with `reasoning` on) | `thinking` `{thinking, signature}` and `redacted_thinking` `{data}` blocks first, as they came |
 //! | `{role:"tool", tool_call_id, content}` | a user turn of `tool_result` blocks `{tool_use_id, content}` (consecutive results in one turn) |
 //! | `tools[{name,description,parameters}]` | `tools[{name, description, input_schema}]` (no parameters: `{"type":"object"}`) |
 //! | `tool_choice` auto / none / required / `{name}` | `{type:"auto"}` / `{type:"none"}` / `{type:"any"}` / `{type:"tool", name}` |
@@ -17,7 +18,8 @@
 //! | `response_format` json_object / json_schema | a forced tool `json_answer` whose `input_schema` is the schema (`{"type":"object"}` for json_object); its input is the reply |
 //! | `max_tokens`, `temperature`, `top_p`, `stop` | `max_tokens` (4096 when left out: Anthropic requires it), `temperature`, `top_p`, `stop_sequences` |
 //!
-//! Refused (unsupported): JSON output beside `tools` or with `reasoning`
+//! Refused (unsupported): `seed`, a `presence_penalty` or
+//! `frequency_penalty` other than 0 (Anthropic has neither), JSON output beside `tools` or with `reasoning`
 //! (forced tool use and thinking do not go together), a JSON schema whose
 //! root is not an object, `temperature` or a forced tool choice with
 //! `reasoning`, a `text/plain` document by URL.
@@ -25,14 +27,15 @@
 //! | Anthropic answer | normalized |
 //! |---|---|
 //! | `text` blocks | `text`, concatenated |
-//! | `thinking` blocks | `reasoning` (`redacted_thinking` has no text: left out) |
+//! | `thinking` blocks | `reasoning`, and each `reasoning_details[{type:"thinking", format:"anthropic", text, signature}]` |
+//! | `redacted_thinking` blocks | `reasoning_details[{type:"redacted", format:"anthropic", data}]` (no text) |
 //! | `tool_use` blocks | `tool_calls[{id, name, arguments: input}]`; the forced `json_answer`'s input is the `text` (serialized) and `json` |
 //! | `stop_reason` end_turn, stop_sequence / max_tokens, model_context_window_exceeded / tool_use / refusal | `stop` / `length` / `tool_calls` (`stop` for `json_answer`) / `content_filter`; else `other` |
 //! | `usage.input_tokens` + `cache_read_input_tokens` + `cache_creation_input_tokens` | `input_tokens` (Anthropic counts them apart) |
 //! | `usage.cache_read_input_tokens` | `cached_input_tokens` |
 //! | `usage.output_tokens` (thinking included) | `output_tokens`; `reasoning_tokens` none (not counted apart) |
 //! | streamed `content_block_start` tool_use / `input_json_delta` | tool-call pieces (the `json_answer`'s JSON as text pieces) |
-//! | streamed `text_delta` / `thinking_delta` | text / reasoning pieces |
+//! | streamed `text_delta` / `thinking_delta` / `signature_delta` / `redacted_thinking` block | text / reasoning / signature / redacted-reasoning pieces |
 
 use std::collections::HashMap;
 
@@ -40,8 +43,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::chat::{
-    ChatInput, ChatOutput, Content, FinishReason, Message, Part, ResponseFormat, Source,
-    ToolCallPieces, ToolChoice, ToolMode,
+    ChatInput, ChatOutput, Content, FinishReason, Message, Part, ReasoningDetail, ReasoningFormat,
+    ResponseFormat, Source, ToolCallPieces, ToolChoice, ToolMode,
 };
 use crate::upstream::http::UpstreamError;
 use crate::{ExecContext, Execution, Piece, Unsupported, Usage};
@@ -83,6 +86,17 @@ pub(crate) fn unsupported(provider: &str, input: &ChatInput) -> Option<Unsupport
                 "response_format.schema",
                 "takes JSON output schemas whose root is an object only",
             );
+        }
+    }
+    if input.seed.is_some() {
+        return refuse("seed", "has no `seed`");
+    }
+    for (field, value) in [
+        ("presence_penalty", input.presence_penalty),
+        ("frequency_penalty", input.frequency_penalty),
+    ] {
+        if value.is_some_and(|v| v != 0.0) {
+            return refuse(field, &format!("has no `{field}` (0 only)"));
         }
     }
     if input.reasoning.is_some() {
@@ -136,12 +150,16 @@ pub(crate) fn request_body(input: &ChatInput, model: &str, stream: bool) -> Valu
             Message::Assistant {
                 content,
                 tool_calls,
+                reasoning_details,
             } => {
-                let mut blocks: Vec<Value> = content
+                // Thinking blocks first, as Anthropic gave them; only with
+                // thinking on (without it Anthropic has no use for them).
+                let thinking = reasoning_details
                     .iter()
-                    .flat_map(Content::parts)
-                    .map(|p| block(&p))
-                    .collect();
+                    .filter(|_| input.reasoning.is_some())
+                    .filter_map(thinking_block);
+                let mut blocks: Vec<Value> = thinking.collect();
+                blocks.extend(content.iter().flat_map(Content::parts).map(|p| block(&p)));
                 blocks.extend(tool_calls.iter().map(|c| {
                     json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
                 }));
@@ -245,6 +263,23 @@ pub(crate) fn request_body(input: &ChatInput, model: &str, stream: bool) -> Valu
     body
 }
 
+/// A thinking block of Anthropic's, from the detail that recorded it.
+fn thinking_block(d: &ReasoningDetail) -> Option<Value> {
+    match d {
+        ReasoningDetail::Thinking {
+            format: ReasoningFormat::Anthropic,
+            text,
+            signature,
+        } => Some(json!({"type": "thinking", "thinking": text,
+                         "signature": signature.as_deref().unwrap_or("")})),
+        ReasoningDetail::Redacted {
+            format: ReasoningFormat::Anthropic,
+            data,
+        } => Some(json!({"type": "redacted_thinking", "data": data})),
+        _ => None,
+    }
+}
+
 fn block(p: &Part) -> Value {
     let (kind, source) = match p {
         Part::Text { text } => return json!({"type": "text", "text": text}),
@@ -322,6 +357,9 @@ pub(crate) struct Reply<'a> {
     input: &'a ChatInput,
     text: String,
     reasoning: String,
+    /// The thinking blocks as they came, and which block index each is.
+    details: Vec<ReasoningDetail>,
+    detail_at: HashMap<u64, usize>,
     calls: ToolCallPieces,
     /// What each content block index is: a tool call's ordinal, the JSON
     /// answer (`None`), or not a tool.
@@ -338,6 +376,8 @@ impl<'a> Reply<'a> {
             input,
             text: String::new(),
             reasoning: String::new(),
+            details: Vec::new(),
+            detail_at: HashMap::new(),
             calls: ToolCallPieces::default(),
             tools: HashMap::new(),
             json_forced: input
@@ -361,9 +401,18 @@ impl<'a> Reply<'a> {
             self.start(i as u64, b, &mut None);
             match b["type"].as_str() {
                 Some("text") => self.text.push_str(b["text"].as_str().unwrap_or("")),
-                Some("thinking") => self
-                    .reasoning
-                    .push_str(b["thinking"].as_str().unwrap_or("")),
+                Some("thinking") => {
+                    let text = b["thinking"].as_str().unwrap_or("");
+                    self.reasoning.push_str(text);
+                    self.details.push(ReasoningDetail::Thinking {
+                        format: ReasoningFormat::Anthropic,
+                        text: text.to_owned(),
+                        signature: b["signature"]
+                            .as_str()
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_owned),
+                    });
+                }
                 Some("tool_use") => {
                     let input = match &b["input"] {
                         Value::Object(_) => b["input"].to_string(),
@@ -386,8 +435,31 @@ impl<'a> Reply<'a> {
 
     /// A content block starts (streamed `content_block_start`).
     pub fn start(&mut self, index: u64, b: &Value, ctx: &mut Option<&mut ExecContext>) {
-        if b["type"] != "tool_use" {
-            return;
+        match b["type"].as_str() {
+            Some("tool_use") => {}
+            Some("redacted_thinking") => {
+                let data = b["data"].as_str().unwrap_or("").to_owned();
+                if let Some(ctx) = ctx {
+                    ctx.piece(Piece::RedactedReasoning(data.clone()));
+                }
+                self.details.push(ReasoningDetail::Redacted {
+                    format: ReasoningFormat::Anthropic,
+                    data,
+                });
+                return;
+            }
+            // A streamed thinking block starts empty; a whole one is read
+            // by `message`.
+            Some("thinking") if ctx.is_some() => {
+                self.detail_at.insert(index, self.details.len());
+                self.details.push(ReasoningDetail::Thinking {
+                    format: ReasoningFormat::Anthropic,
+                    text: String::new(),
+                    signature: None,
+                });
+                return;
+            }
+            _ => return,
         }
         let name = b["name"].as_str().unwrap_or("");
         if self.json_forced && name == JSON_TOOL {
@@ -419,14 +491,32 @@ impl<'a> Reply<'a> {
             Some("thinking_delta") => {
                 let t = d["thinking"].as_str().unwrap_or("");
                 self.reasoning.push_str(t);
+                if let Some(ReasoningDetail::Thinking { text, .. }) = self.detail(index) {
+                    text.push_str(t);
+                }
                 ctx.piece(Piece::Reasoning(t.to_owned()));
+            }
+            Some("signature_delta") => {
+                let sig = d["signature"].as_str().unwrap_or("");
+                if sig.is_empty() {
+                    return;
+                }
+                if let Some(ReasoningDetail::Thinking { signature, .. }) = self.detail(index) {
+                    signature.get_or_insert_with(String::new).push_str(sig);
+                }
+                ctx.piece(Piece::ReasoningSignature(sig.to_owned()));
             }
             Some("input_json_delta") => {
                 let part = d["partial_json"].as_str().unwrap_or("");
                 self.input_json(index, part, &mut Some(ctx));
             }
-            _ => {} // signatures
+            _ => {}
         }
+    }
+
+    fn detail(&mut self, index: u64) -> Option<&mut ReasoningDetail> {
+        let at = *self.detail_at.get(&index)?;
+        self.details.get_mut(at)
     }
 
     fn input_json(&mut self, index: u64, part: &str, ctx: &mut Option<&mut ExecContext>) {
@@ -477,6 +567,7 @@ impl<'a> Reply<'a> {
             .finish()
             .map_err(|e| UpstreamError::invalid(e.message))?;
         out.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+        out.reasoning_details = self.details;
         let out = out.with_json(self.input.response_format.as_ref());
         if json_answer && out.json.is_none() && finish == FinishReason::Stop {
             return Err(UpstreamError::invalid(

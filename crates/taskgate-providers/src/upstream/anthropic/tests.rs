@@ -155,6 +155,8 @@ async fn a_message_is_normalized_with_its_usage() {
     assert_eq!(
         x.output,
         json!({"text": "Très bien, merci.", "tool_calls": [], "reasoning": "Hmm.",
+               "reasoning_details": [{"type": "thinking", "format": "anthropic",
+                                      "text": "Hmm.", "signature": "sig"}],
                "finish_reason": "length", "model": "claude-haiku-4-5-20251001"})
     );
     assert_eq!(

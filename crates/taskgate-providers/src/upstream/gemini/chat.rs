@@ -7,20 +7,21 @@
 //! | `{type:"text", text}` | `{text}` |
 //! | `{type:"image"\|"document", data, media_type}` | `{inlineData:{mimeType, data}}` |
 //! | `{type:"image"\|"document", url, media_type?}` | `{fileData:{mimeType, fileUri}}`; the type is the one given or the URL's extension's, else unsupported |
-//! | assistant `tool_calls[{id,name,arguments}]` | `{functionCall:{name, args}}` parts of the model turn |
+//! | assistant `tool_calls[{id,name,arguments}]` | `{functionCall:{name, args}}` parts of the model turn, each with the `thoughtSignature` its `reasoning_details` give (`tool_call_signature`); the first call of a turn without one gets Google's documented stand-in `skip_thought_signature_validator` (Gemini 3 requires one) |
 //! | `{role:"tool", tool_call_id, content}` | a `{functionResponse:{name, response:{content}}}` part of a user turn, `name` that of the call `tool_call_id` names |
 //! | `tools[{name,description,parameters}]` | `tools:[{functionDeclarations:[{name, description, parametersJsonSchema}]}]` |
 //! | `tool_choice` auto / none / required / `{name}` | `toolConfig.functionCallingConfig.mode` AUTO / NONE / ANY / ANY with `allowedFunctionNames:[name]` |
 //! | `parallel_tool_calls: false` | unsupported (Gemini has no such switch); `true` is Gemini's way already |
 //! | `response_format` json_object / json_schema | `generationConfig.responseMimeType:"application/json"` (+ `responseJsonSchema`) |
 //! | `reasoning` | `generationConfig.thinkingConfig:{thinkingBudget, includeThoughts:true}`; `maxOutputTokens` (which counts thoughts) is then `max_tokens` plus the budget |
-//! | `max_tokens`, `temperature`, `top_p`, `stop` | `generationConfig.maxOutputTokens`, `temperature`, `topP`, `stopSequences` |
+//! | `max_tokens`, `temperature`, `top_p`, `stop`, `seed`, `presence_penalty`, `frequency_penalty` | `generationConfig.maxOutputTokens`, `temperature`, `topP`, `stopSequences`, `seed`, `presencePenalty`, `frequencyPenalty` |
 //!
 //! | Gemini answer | normalized |
 //! |---|---|
 //! | text parts | `text` |
 //! | text parts with `thought:true` | `reasoning` |
 //! | `functionCall{id?, name, args}` parts | `tool_calls[{id (Gemini's, else call_<n>), name, arguments: args}]` |
+//! | a `functionCall` part's `thoughtSignature` | `reasoning_details[{type:"tool_call_signature", format:"gemini", tool_call_id, signature}]` |
 //! | `finishReason` STOP / MAX_TOKENS / SAFETY, RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII, IMAGE_SAFETY | `stop` (`tool_calls` when the reply calls a tool) / `length` / `content_filter`; else `other`; a blocked prompt: `content_filter` |
 //! | `usageMetadata.promptTokenCount` (cached part included) / `cachedContentTokenCount` | `input_tokens` / `cached_input_tokens` |
 //! | `candidatesTokenCount` + `thoughtsTokenCount` / `thoughtsTokenCount` | `output_tokens` (Gemini counts thoughts apart but bills them as output) / `reasoning_tokens` |
@@ -29,9 +30,14 @@
 use serde_json::{Map, Value, json};
 
 use crate::chat::{
-    ChatInput, ChatOutput, Content, FinishReason, Message, Part, ResponseFormat, Source, ToolCall,
-    ToolChoice, ToolMode,
+    ChatInput, ChatOutput, Content, FinishReason, Message, Part, ReasoningDetail, ReasoningFormat,
+    ResponseFormat, Source, ToolCall, ToolChoice, ToolMode,
 };
+
+/// The signature Google documents for a function call Gemini did not make
+/// (a conversation from another model, or a client that dropped it), which
+/// Gemini 3 then takes without its own.
+const NO_SIGNATURE: &str = "skip_thought_signature_validator";
 use crate::upstream::http::UpstreamError;
 use crate::{ExecContext, Execution, Piece, Unsupported, Usage};
 
@@ -78,6 +84,7 @@ pub(crate) fn request_body(input: &ChatInput) -> Value {
             Message::Assistant {
                 content,
                 tool_calls,
+                reasoning_details,
             } => {
                 let mut parts: Vec<Value> = content
                     .iter()
@@ -85,11 +92,24 @@ pub(crate) fn request_body(input: &ChatInput) -> Value {
                     .map(|p| part(&p))
                     .filter(|p| p.get("text") != Some(&json!("")))
                     .collect();
-                parts.extend(
-                    tool_calls
-                        .iter()
-                        .map(|c| json!({"functionCall": {"name": c.name, "args": c.arguments}})),
-                );
+                // Gemini 3 requires the signature of the first call of a
+                // turn back, on that call: the one it gave, else the
+                // documented stand-in.
+                parts.extend(tool_calls.iter().enumerate().map(|(k, c)| {
+                    let mut p = json!({"functionCall": {"name": c.name, "args": c.arguments}});
+                    let given = reasoning_details.iter().find_map(|d| match d {
+                        ReasoningDetail::ToolCallSignature {
+                            format: ReasoningFormat::Gemini,
+                            tool_call_id,
+                            signature,
+                        } if *tool_call_id == c.id => Some(signature.as_str()),
+                        _ => None,
+                    });
+                    if let Some(sig) = given.or((k == 0).then_some(NO_SIGNATURE)) {
+                        p["thoughtSignature"] = json!(sig);
+                    }
+                    p
+                }));
                 ("model", parts)
             }
             Message::Tool {
@@ -162,6 +182,15 @@ pub(crate) fn request_body(input: &ChatInput) -> Value {
     if let Some(stop) = &input.stop {
         set("stopSequences", json!(stop));
     }
+    if let Some(seed) = input.seed {
+        set("seed", json!(seed));
+    }
+    if let Some(p) = input.presence_penalty {
+        set("presencePenalty", json!(p));
+    }
+    if let Some(p) = input.frequency_penalty {
+        set("frequencyPenalty", json!(p));
+    }
     match &input.response_format {
         Some(ResponseFormat::JsonObject) => set("responseMimeType", json!("application/json")),
         Some(ResponseFormat::JsonSchema { schema, .. }) => {
@@ -213,6 +242,8 @@ pub(crate) struct Answer {
     text: String,
     reasoning: String,
     calls: Vec<ToolCall>,
+    /// The thought signatures on calls.
+    details: Vec<ReasoningDetail>,
     /// A call whose arguments were not an object.
     bad_call: bool,
     /// Whether any chunk had a candidate.
@@ -279,6 +310,13 @@ impl Answer {
                     .to_owned(),
                 arguments,
             };
+            if let Some(sig) = p.get("thoughtSignature").and_then(Value::as_str) {
+                self.details.push(ReasoningDetail::ToolCallSignature {
+                    format: ReasoningFormat::Gemini,
+                    tool_call_id: c.id.clone(),
+                    signature: sig.to_owned(),
+                });
+            }
             let piece = Piece::ToolCall {
                 index: index as u32,
                 id: Some(c.id.clone()),
@@ -330,6 +368,7 @@ impl Answer {
         );
         out.tool_calls = self.calls;
         out.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+        out.reasoning_details = self.details;
         Ok(Execution {
             output: out.with_json(input.response_format.as_ref()).into_value(),
             usage: Usage {

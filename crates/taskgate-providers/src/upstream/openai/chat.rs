@@ -15,7 +15,7 @@
 //! | `parallel_tool_calls` | the same |
 //! | `response_format` text / json_object / json_schema | `{type:"text"}` / `{type:"json_object"}` / `{type:"json_schema", json_schema:{name, schema, strict}}` |
 //! | `reasoning` | `reasoning_effort` (a budget becomes the nearest effort); `max_tokens` is then sent as `max_completion_tokens` (the only one reasoning models take), the reasoning's budget added since it counts reasoning too |
-//! | `max_tokens`, `temperature`, `top_p`, `stop` | the same |
+//! | `max_tokens`, `temperature`, `top_p`, `stop`, `seed`, `presence_penalty`, `frequency_penalty` | the same |
 //!
 //! | OpenAI answer | normalized |
 //! |---|---|
@@ -138,6 +138,15 @@ pub(crate) fn request_body(input: &ChatInput, model: &str, stream: bool) -> Valu
     if let Some(p) = input.top_p {
         body["top_p"] = json!(p);
     }
+    if let Some(s) = input.seed {
+        body["seed"] = json!(s);
+    }
+    if let Some(p) = input.presence_penalty {
+        body["presence_penalty"] = json!(p);
+    }
+    if let Some(p) = input.frequency_penalty {
+        body["frequency_penalty"] = json!(p);
+    }
     if let Some(stop) = &input.stop {
         body["stop"] = json!(stop);
     }
@@ -152,9 +161,11 @@ fn message(m: &Message) -> Value {
     match m {
         Message::System { content } => json!({"role": "system", "content": content_value(content)}),
         Message::User { content } => json!({"role": "user", "content": content_value(content)}),
+        // Reasoning details are Anthropic's or Gemini's: not for this family.
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let mut v = json!({"role": "assistant"});
             if let Some(c) = content {

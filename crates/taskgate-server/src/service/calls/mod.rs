@@ -89,6 +89,28 @@ pub struct Started {
     pub done: Option<oneshot::Receiver<TaskRecord>>,
 }
 
+/// The input tokens a chat call would send, estimated without any
+/// provider and without a task (nothing is stored, spent or reserved): the
+/// call is checked as a call is, and must be of a `chat` API.
+pub async fn count_input_tokens(call: Call) -> Result<u64, CallError> {
+    if call.entry.spec.kind != taskgate_providers::kinds::Kind::Chat.as_str() {
+        return Err(CallError::field(
+            "api",
+            format!("The API {} is not a chat API.", call.entry.spec.slug),
+        ));
+    }
+    // The checks parsed it already; a large input is counted off the
+    // runtime's threads.
+    let input = call.input;
+    tokio::task::spawn_blocking(move || {
+        taskgate_providers::chat::ChatInput::parse(&input)
+            .map(|chat| taskgate_providers::chat::estimate_input_tokens(&chat))
+            .unwrap_or(0)
+    })
+    .await
+    .map_err(|_| CallError::Stopped)
+}
+
 /// Runs a call for `principal`: answered with its task at once when it is
 /// async, else at its end (or, past the sync wait, as it stands then).
 pub async fn run(

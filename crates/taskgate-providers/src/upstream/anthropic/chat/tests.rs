@@ -217,6 +217,9 @@ fn a_message_with_thinking_and_tool_use_is_normalized_with_cache_tokens() {
     assert_eq!(
         x.output,
         json!({"text": "Calling f.", "reasoning": "Use f.", "finish_reason": "tool_calls",
+               "reasoning_details": [
+                   {"type": "thinking", "format": "anthropic", "text": "Use f.", "signature": "s"},
+                   {"type": "redacted", "format": "anthropic", "data": "xx"}],
                "tool_calls": [{"id": "toolu_9", "name": "f", "arguments": {"q": "x"}}],
                "model": "claude-sonnet-4-5-20250929"})
     );
@@ -301,6 +304,8 @@ async fn a_stream_of_thinking_text_and_tool_use_is_pieces_and_assembles() {
         block_delta(0, json!({"type": "thinking_delta", "thinking": "Need f."})),
         block_delta(0, json!({"type": "signature_delta", "signature": "sig"})),
         json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_start", "index": 4, "content_block": {"type": "redacted_thinking", "data": "enc"}}),
+        json!({"type": "content_block_stop", "index": 4}),
         json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
         block_delta(1, json!({"type": "text_delta", "text": "Sure."})),
         json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}}}),
@@ -322,6 +327,9 @@ async fn a_stream_of_thinking_text_and_tool_use_is_pieces_and_assembles() {
     assert_eq!(
         x.output,
         json!({"text": "Sure.", "reasoning": "Need f.", "finish_reason": "tool_calls",
+               "reasoning_details": [
+                   {"type": "thinking", "format": "anthropic", "text": "Need f.", "signature": "sig"},
+                   {"type": "redacted", "format": "anthropic", "data": "enc"}],
                "tool_calls": [{"id": "toolu_a", "name": "f", "arguments": {"city": "Paris"}},
                               {"id": "toolu_b", "name": "g", "arguments": {}}],
                "model": "claude-sonnet-4-5-20250929"})
@@ -338,6 +346,8 @@ async fn a_stream_of_thinking_text_and_tool_use_is_pieces_and_assembles() {
         pieces,
         vec![
             Piece::Reasoning("Need f.".into()),
+            Piece::ReasoningSignature("sig".into()),
+            Piece::RedactedReasoning("enc".into()),
             Piece::Text("Sure.".into()),
             Piece::ToolCall {
                 index: 0,
@@ -401,5 +411,34 @@ async fn a_streamed_json_answer_is_streamed_as_text() {
     assert_eq!(
         fake.body(0)["tool_choice"],
         json!({"type": "tool", "name": "json_answer"})
+    );
+}
+
+#[test]
+fn signed_thinking_goes_back_first_to_anthropic_only_with_thinking_on() {
+    let messages = json!([
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "Calling f.",
+         "tool_calls": [{"id": "toolu_1", "name": "f", "arguments": {}}],
+         "reasoning_details": [
+             {"type": "thinking", "format": "anthropic", "text": "Use f.", "signature": "s1"},
+             {"type": "redacted", "format": "anthropic", "data": "enc"},
+             {"type": "tool_call_signature", "format": "gemini", "tool_call_id": "toolu_1", "signature": "g"}]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"}
+    ]);
+    let on = body(json!({"messages": messages, "tools": [{"name": "f"}],
+                         "reasoning": {"max_tokens": 2000}}));
+    assert_eq!(
+        on["messages"][1]["content"],
+        json!([{"type": "thinking", "thinking": "Use f.", "signature": "s1"},
+               {"type": "redacted_thinking", "data": "enc"},
+               {"type": "text", "text": "Calling f."},
+               {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}])
+    );
+    let off = body(json!({"messages": messages, "tools": [{"name": "f"}]}));
+    assert_eq!(
+        off["messages"][1]["content"],
+        json!([{"type": "text", "text": "Calling f."},
+               {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}])
     );
 }

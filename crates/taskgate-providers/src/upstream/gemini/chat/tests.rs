@@ -54,7 +54,8 @@ fn turns_parts_calls_and_results_map_to_contents() {
             ]},
             {"role": "model", "parts": [
                 {"text": "Checking."},
-                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                 "thoughtSignature": "skip_thought_signature_validator"},
                 {"functionCall": {"name": "get_time", "args": {}}}
             ]},
             {"role": "user", "parts": [
@@ -144,7 +145,8 @@ fn function_calls_thoughts_and_cached_tokens_come_back_normalized() {
     let x = answer_of(
         json!({"candidates": [{"content": {"role": "model", "parts": [
                    {"text": "Need weather.", "thought": true},
-                   {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+                   {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                    "thoughtSignature": "c2lnMQ=="},
                    {"functionCall": {"id": "fc_7", "name": "get_time"}}]},
                    "finishReason": "STOP"}],
                "usageMetadata": {"promptTokenCount": 300, "cachedContentTokenCount": 256,
@@ -156,6 +158,8 @@ fn function_calls_thoughts_and_cached_tokens_come_back_normalized() {
     assert_eq!(
         x.output,
         json!({"text": "", "reasoning": "Need weather.", "finish_reason": "tool_calls",
+               "reasoning_details": [{"type": "tool_call_signature", "format": "gemini",
+                                      "tool_call_id": "call_0", "signature": "c2lnMQ=="}],
                "tool_calls": [{"id": "call_0", "name": "get_weather", "arguments": {"city": "Paris"}},
                               {"id": "fc_7", "name": "get_time", "arguments": {}}],
                "model": "gemini-2.5-pro"})
@@ -256,5 +260,26 @@ async fn streamed_chunks_are_pieces_and_calls_come_whole() {
     assert_eq!(
         fake.body(0)["toolConfig"],
         json!({"functionCallingConfig": {"mode": "ANY"}})
+    );
+}
+
+#[test]
+fn a_calls_thought_signature_goes_back_on_that_call_and_no_other_familys() {
+    let b = body(json!({"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "call_0", "name": "f", "arguments": {}},
+            {"id": "call_1", "name": "f", "arguments": {"n": 2}}],
+         "reasoning_details": [
+             {"type": "thinking", "format": "anthropic", "text": "t", "signature": "a"},
+             {"type": "tool_call_signature", "format": "gemini", "tool_call_id": "call_1", "signature": "g1"}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "a"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "b"}
+    ], "tools": [{"name": "f"}]}));
+    assert_eq!(
+        b["contents"][1]["parts"],
+        json!([{"functionCall": {"name": "f", "args": {}},
+                "thoughtSignature": "skip_thought_signature_validator"},
+               {"functionCall": {"name": "f", "args": {"n": 2}}, "thoughtSignature": "g1"}])
     );
 }

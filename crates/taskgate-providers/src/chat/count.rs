@@ -1,0 +1,141 @@
+//! An estimate of a chat input's tokens, made without any provider (for
+//! Anthropic's `count_tokens`, which Claude Code asks often to size its
+//! context): texts, tool definitions and calls by o200k_base, media by the
+//! most the providers charge for one (an image as one of up to 1.15
+//! megapixels, a PDF per page). Tokenizers differ by family, so it is an
+//! estimate, never a bill.
+
+use base64::Engine;
+
+use super::input::{ChatInput, Content, Message, Part, Source};
+use crate::builtin::text_tokens;
+
+/// A message's own tokens (its role and delimiters).
+const PER_MESSAGE: u64 = 4;
+/// A tool definition's own tokens, beside its name, description and schema.
+const PER_TOOL: u64 = 8;
+/// An image: the most Anthropic counts for one (1.15 megapixels / 750).
+const PER_IMAGE: u64 = 1_600;
+/// A PDF page: text and the page's image, as Anthropic counts them.
+const PER_PDF_PAGE: u64 = 1_500;
+
+/// The estimated input tokens of `input`.
+pub fn estimate_input_tokens(input: &ChatInput) -> u64 {
+    let mut n = 0;
+    for m in &input.messages {
+        n += PER_MESSAGE;
+        match m {
+            Message::System { content } | Message::User { content } => n += content_tokens(content),
+            Message::Tool {
+                tool_call_id,
+                content,
+            } => n += text_tokens(tool_call_id) + content_tokens(content),
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                n += content.as_ref().map_or(0, content_tokens);
+                for c in tool_calls {
+                    n += text_tokens(&c.name)
+                        + text_tokens(&serde_json::Value::Object(c.arguments.clone()).to_string());
+                }
+            }
+        }
+    }
+    for t in &input.tools {
+        n += PER_TOOL + text_tokens(&t.name);
+        n += t.description.as_deref().map_or(0, text_tokens);
+        n += t
+            .parameters
+            .as_ref()
+            .map_or(0, |p| text_tokens(&p.to_string()));
+    }
+    n
+}
+
+fn content_tokens(content: &Content) -> u64 {
+    match content {
+        Content::Text(t) => text_tokens(t),
+        Content::Parts(parts) => parts.iter().map(part_tokens).sum(),
+    }
+}
+
+fn part_tokens(part: &Part) -> u64 {
+    match part {
+        Part::Text { text } => text_tokens(text),
+        Part::Image { .. } => PER_IMAGE,
+        Part::Document { source } => match source {
+            Source::Data { data, media_type } => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data.trim())
+                    .unwrap_or_default();
+                if media_type == "text/plain" {
+                    text_tokens(&String::from_utf8_lossy(&bytes))
+                } else {
+                    PER_PDF_PAGE * pdf_pages(&bytes)
+                }
+            }
+            // A document by URL is not fetched: one page.
+            Source::Url { .. } => PER_PDF_PAGE,
+        },
+    }
+}
+
+/// The pages of a PDF: its `/Type /Page` objects (not `/Pages`), at least one.
+fn pdf_pages(pdf: &[u8]) -> u64 {
+    let mut pages = 0;
+    let mut rest = pdf;
+    while let Some(at) = find(rest, b"/Type") {
+        rest = &rest[at + 5..];
+        let name = rest.trim_ascii_start();
+        if let Some(after) = name.strip_prefix(b"/Page")
+            && !after.first().is_some_and(u8::is_ascii_alphanumeric)
+        {
+            pages += 1;
+        }
+    }
+    pages.max(1)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn count(v: serde_json::Value) -> u64 {
+        estimate_input_tokens(&ChatInput::parse(&v).unwrap())
+    }
+
+    #[test]
+    fn texts_tools_and_media_add_up() {
+        let hello = count(json!({"messages": [{"role": "user", "content": "Hello there"}]}));
+        assert_eq!(hello, PER_MESSAGE + text_tokens("Hello there"));
+        assert_eq!(text_tokens("Hello there"), 2);
+        let with_tool = count(
+            json!({"messages": [{"role": "user", "content": "Hello there"}],
+                                     "tools": [{"name": "f", "description": "Does f."}]}),
+        );
+        assert_eq!(
+            with_tool,
+            hello + PER_TOOL + text_tokens("f") + text_tokens("Does f.")
+        );
+        let image = count(json!({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "Hello there"},
+            {"type": "image", "url": "https://example.com/a.png"}]}]}));
+        assert_eq!(image, hello + PER_IMAGE);
+    }
+
+    #[test]
+    fn a_pdf_counts_its_pages() {
+        let pdf = b"%PDF-1.4 1 0 obj <</Type /Pages /Count 2>> 2 0 obj <</Type /Page>> \
+                    3 0 obj <</Type/Page /Parent 1 0 R>> trailer";
+        assert_eq!(pdf_pages(pdf), 2);
+        assert_eq!(pdf_pages(b"not a pdf"), 1);
+    }
+}
