@@ -18,6 +18,7 @@ mod newtype;
 pub mod task;
 pub mod timestamp;
 pub mod user;
+pub mod webhook;
 
 pub use account::{AccountStatus, ApiList, ApiSlug, PlanName};
 pub use attempt::{Attempt, AttemptOutcome, Attempts};
