@@ -69,6 +69,8 @@ impl From<CallError> for ApiError {
             ),
             CallError::TaskLost => ApiError::storage_unavailable(),
             CallError::Stopped => ApiError::internal(),
+            CallError::Busy => ApiError::unavailable("Token counting is busy. Retry shortly.")
+                .with_header("retry-after", "1"),
             CallError::Store(e) => e.into(),
         }
     }

@@ -7,8 +7,19 @@
 
 use base64::Engine;
 
-use super::input::{ChatInput, Content, Message, Part, Source};
-use crate::builtin::text_tokens;
+use super::input::{ChatInput, Content, Message, Part, ReasoningDetail, Source};
+
+/// Texts longer than this are counted as a token per 4 bytes, not
+/// tokenized: an estimate needs no more, and the work stays bounded.
+const TOKENIZED_MAX_BYTES: usize = 256 * 1024;
+
+fn text_tokens(text: &str) -> u64 {
+    if text.len() > TOKENIZED_MAX_BYTES {
+        (text.len() as u64).div_ceil(4)
+    } else {
+        crate::builtin::text_tokens(text)
+    }
+}
 
 /// A message's own tokens (its role and delimiters).
 const PER_MESSAGE: u64 = 4;
@@ -33,9 +44,15 @@ pub fn estimate_input_tokens(input: &ChatInput) -> u64 {
             Message::Assistant {
                 content,
                 tool_calls,
-                ..
+                reasoning_details,
             } => {
                 n += content.as_ref().map_or(0, content_tokens);
+                // Thinking sent back is read as input (Anthropic's is).
+                for d in reasoning_details {
+                    if let ReasoningDetail::Thinking { text, .. } = d {
+                        n += text_tokens(text);
+                    }
+                }
                 for c in tool_calls {
                     n += text_tokens(&c.name)
                         + text_tokens(&serde_json::Value::Object(c.arguments.clone()).to_string());
@@ -82,8 +99,18 @@ fn part_tokens(part: &Part) -> u64 {
     }
 }
 
-/// The pages of a PDF: its `/Type /Page` objects (not `/Pages`), at least one.
+/// The pages of a PDF: its `/Type /Page` objects (not `/Pages`); where
+/// none shows (compressed object streams), the largest `/Count` (the page
+/// tree's root); at least one.
 fn pdf_pages(pdf: &[u8]) -> u64 {
+    let objects = page_objects(pdf);
+    if objects > 0 {
+        return objects;
+    }
+    largest_count(pdf).max(1)
+}
+
+fn page_objects(pdf: &[u8]) -> u64 {
     let mut pages = 0;
     let mut rest = pdf;
     while let Some(at) = find(rest, b"/Type") {
@@ -95,7 +122,30 @@ fn pdf_pages(pdf: &[u8]) -> u64 {
             pages += 1;
         }
     }
-    pages.max(1)
+    pages
+}
+
+/// The largest `/Count N` in the file (0 without one).
+fn largest_count(pdf: &[u8]) -> u64 {
+    let mut largest = 0;
+    let mut rest = pdf;
+    while let Some(at) = find(rest, b"/Count") {
+        rest = &rest[at + 6..];
+        let digits: Vec<u8> = rest
+            .trim_ascii_start()
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .take(7)
+            .copied()
+            .collect();
+        if let Some(n) = std::str::from_utf8(&digits)
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok())
+        {
+            largest = largest.max(n);
+        }
+    }
+    largest
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -137,5 +187,10 @@ mod tests {
                     3 0 obj <</Type/Page /Parent 1 0 R>> trailer";
         assert_eq!(pdf_pages(pdf), 2);
         assert_eq!(pdf_pages(b"not a pdf"), 1);
+        // Page objects compressed away: the page tree's count.
+        assert_eq!(
+            pdf_pages(b"%PDF-1.7 <</Type/Pages/Count 12/Kids[...]>> /ObjStm"),
+            12
+        );
     }
 }

@@ -138,6 +138,7 @@ pub fn call_error(e: CallError) -> Result<String, taskgate_store::StoreError> {
             "The task was lost to a storage failure; try again shortly.".to_owned()
         }
         CallError::Stopped => "The call stopped unexpectedly; try again.".to_owned(),
+        CallError::Busy => "Taskgate is busy; try again.".to_owned(),
         CallError::Store(e) => return Err(e),
     })
 }

@@ -314,6 +314,12 @@ impl Chunks {
                     call["index"] = json!(index);
                     out.extend_from_slice(&self.piece(json!({"tool_calls": [call]})));
                 }
+                // The provider's signed reasoning, whole, in the last delta
+                // (its pieces have no place in OpenAI's chunks), for the
+                // client to send back on the assistant message.
+                if let Some(d) = output.get("reasoning_details").filter(|d| d.is_array()) {
+                    out.extend_from_slice(&self.piece(json!({"reasoning_details": d})));
+                }
                 let last = json!([{
                     "index": 0,
                     "delta": {},

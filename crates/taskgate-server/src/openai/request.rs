@@ -351,10 +351,26 @@ fn message(i: usize, m: Value) -> Result<Value, OpenAiError> {
         out.insert("tool_calls".to_owned(), tool_calls_of(i, calls)?);
     }
     // Taskgate's own field, as a completion gave it (checked by the kind).
+    // Another gateway's items of the same name (OpenRouter's
+    // `reasoning.text`, …) are not Taskgate's to send back: left out.
     if role == "assistant"
-        && let Some(details) = present(m.remove("reasoning_details"))
+        && let Some(Value::Array(details)) = present(m.remove("reasoning_details"))
     {
-        out.insert("reasoning_details".to_owned(), details);
+        let ours: Vec<Value> = details
+            .into_iter()
+            .filter(|d| {
+                matches!(
+                    d.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted" | "tool_call_signature")
+                ) && matches!(
+                    d.get("format").and_then(Value::as_str),
+                    Some("anthropic" | "gemini")
+                )
+            })
+            .collect();
+        if !ours.is_empty() {
+            out.insert("reasoning_details".to_owned(), Value::Array(ours));
+        }
     }
     Ok(Value::Object(out))
 }

@@ -54,7 +54,11 @@ pub(super) fn stream_event_schema() -> Value {
                     "data": { "contentSchema": {
                         "type": "object",
                         "required": ["text"],
-                        "properties": { "text": { "type": "string" } },
+                        "properties": {
+                            "text": { "type": "string" },
+                            "signature": { "type": "string" },
+                            "redacted": { "type": "string" },
+                        },
                     } },
                 },
             },

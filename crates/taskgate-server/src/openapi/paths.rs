@@ -85,7 +85,9 @@ fn task_cancel() {}
 ///
 /// Server-Sent Events, in the order generated: `event: delta` with data `{"text": "…"}`
 /// for each piece of a chat task's text, `event: reasoning` (the same) for its
-/// reasoning, `event: tool_call` with data `{index, id, name, arguments_delta}` for each
+/// reasoning (with `"text": ""` and a `signature` where the provider signs the
+/// reasoning so far, or `redacted` for a block it gives encrypted only),
+/// `event: tool_call` with data `{index, id, name, arguments_delta}` for each
 /// fragment of a tool call (`id` and `name` on an index's first), then `event: done`
 /// with the task object, and the stream ends. A
 /// finished task answers with its `done` event at once. A key holds a limited number of

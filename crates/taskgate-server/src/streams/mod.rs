@@ -91,7 +91,6 @@ impl Hub {
         );
     }
 
-    /// The other pieces from the `from`th on, encoded for Redis.
     /// The text from byte `text` on and the other pieces from `pieces` on
     /// (encoded), read at one moment: a piece never misses text that came
     /// before it, nor is text read past a piece not read.

@@ -194,6 +194,16 @@ async fn seed_and_penalties_map_or_are_refused(backend: Backend) {
         ),
         (&json!(7), &json!(0.5), &json!(-0.5))
     );
+    // A penalty of 0 asks nothing: not sent (Gemini 2.5 refuses the field).
+    let zero = json!({"messages": [{"role": "user", "content": "Hi"}],
+                      "presence_penalty": 0, "frequency_penalty": 0.0});
+    let r = c.call(call("chat-gemini", zero)).await.expect(200);
+    assert_eq!(r.data()["status"], "succeeded", "{}", r.text);
+    let config = gemini.seen.lock()[1].2["generationConfig"].clone();
+    assert!(
+        config.get("presencePenalty").is_none() && config.get("frequencyPenalty").is_none(),
+        "{config}"
+    );
     for (field, value) in [
         ("seed", json!(7)),
         ("presence_penalty", json!(0.5)),

@@ -417,10 +417,16 @@ async fn reasoning_details_carry_signed_thinking_through_the_openai_door(backend
         message["reasoning_details"],
         json!([{"type": "thinking", "format": "anthropic", "text": "Use it.", "signature": "sig-9"}])
     );
+    // Another gateway's item of the same field is left out, not refused.
+    let mut back = message.clone();
+    back["reasoning_details"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "reasoning.text", "text": "x", "format": "anthropic-claude-v1"}));
     let r = post(
         &c,
         json!({"model": "claude", "reasoning_effort": "low", "tools": [weather_tool()],
-               "messages": [ask, message,
+               "messages": [ask, back,
                             {"role": "tool", "tool_call_id": "toolu_9", "content": "cold"}]}),
     )
     .await;
@@ -431,6 +437,37 @@ async fn reasoning_details_carry_signed_thinking_through_the_openai_door(backend
         json!({"type": "thinking", "thinking": "Use it.", "signature": "sig-9"})
     );
     assert_eq!(sent["messages"][1]["content"][1]["type"], "tool_use");
+
+    // Streamed, the details come whole in a delta before the finish.
+    let r = c
+        .send(
+            c.request(reqwest::Method::POST, "/openai/v1/chat/completions")
+                .json(
+                    &json!({"model": "claude", "reasoning_effort": "low", "stream": true,
+                              "tools": [weather_tool()], "messages": [ask]}),
+                ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let chunks: Vec<Value> = r
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    let with = chunks
+        .iter()
+        .position(|c| c["choices"][0]["delta"].get("reasoning_details").is_some())
+        .expect("a delta with the details");
+    assert_eq!(
+        chunks[with]["choices"][0]["delta"]["reasoning_details"],
+        message["reasoning_details"]
+    );
+    let finish = chunks
+        .iter()
+        .position(|c| c["choices"][0]["finish_reason"] == "tool_calls")
+        .unwrap();
+    assert!(with < finish, "{}", r.text);
     app.stop().await;
 }
 both!(reasoning_details_carry_signed_thinking_through_the_openai_door);

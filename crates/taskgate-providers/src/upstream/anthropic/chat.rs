@@ -266,16 +266,18 @@ pub(crate) fn request_body(input: &ChatInput, model: &str, stream: bool) -> Valu
 /// A thinking block of Anthropic's, from the detail that recorded it.
 fn thinking_block(d: &ReasoningDetail) -> Option<Value> {
     match d {
+        // Anthropic refuses a thinking block without its signature.
         ReasoningDetail::Thinking {
             format: ReasoningFormat::Anthropic,
             text,
-            signature,
-        } => Some(json!({"type": "thinking", "thinking": text,
-                         "signature": signature.as_deref().unwrap_or("")})),
+            signature: Some(signature),
+        } if !signature.is_empty() => {
+            Some(json!({"type": "thinking", "thinking": text, "signature": signature}))
+        }
         ReasoningDetail::Redacted {
             format: ReasoningFormat::Anthropic,
             data,
-        } => Some(json!({"type": "redacted_thinking", "data": data})),
+        } if !data.is_empty() => Some(json!({"type": "redacted_thinking", "data": data})),
         _ => None,
     }
 }
@@ -439,6 +441,9 @@ impl<'a> Reply<'a> {
             Some("tool_use") => {}
             Some("redacted_thinking") => {
                 let data = b["data"].as_str().unwrap_or("").to_owned();
+                if data.is_empty() {
+                    return;
+                }
                 if let Some(ctx) = ctx {
                     ctx.piece(Piece::RedactedReasoning(data.clone()));
                 }

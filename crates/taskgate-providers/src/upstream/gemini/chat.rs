@@ -185,10 +185,13 @@ pub(crate) fn request_body(input: &ChatInput) -> Value {
     if let Some(seed) = input.seed {
         set("seed", json!(seed));
     }
-    if let Some(p) = input.presence_penalty {
+    // A penalty of 0 asks nothing, and Gemini 2.5 and later refuse the
+    // field whatever its value: left out. Another value is sent for the
+    // models that take it (the others answer that penalties are not enabled).
+    if let Some(p) = input.presence_penalty.filter(|p| *p != 0.0) {
         set("presencePenalty", json!(p));
     }
-    if let Some(p) = input.frequency_penalty {
+    if let Some(p) = input.frequency_penalty.filter(|p| *p != 0.0) {
         set("frequencyPenalty", json!(p));
     }
     match &input.response_format {
@@ -310,7 +313,11 @@ impl Answer {
                     .to_owned(),
                 arguments,
             };
-            if let Some(sig) = p.get("thoughtSignature").and_then(Value::as_str) {
+            if let Some(sig) = p
+                .get("thoughtSignature")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
                 self.details.push(ReasoningDetail::ToolCallSignature {
                     format: ReasoningFormat::Gemini,
                     tool_call_id: c.id.clone(),

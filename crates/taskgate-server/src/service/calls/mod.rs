@@ -61,6 +61,9 @@ pub enum CallError {
     /// The call's own task stopped unexpectedly (a bug: it is logged).
     #[error("the call stopped unexpectedly")]
     Stopped,
+    /// As many token counts as there are cores run already.
+    #[error("token counting is busy")]
+    Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -99,10 +102,21 @@ pub async fn count_input_tokens(call: Call) -> Result<u64, CallError> {
             format!("The API {} is not a chat API.", call.entry.spec.slug),
         ));
     }
-    // The checks parsed it already; a large input is counted off the
-    // runtime's threads.
+    // The checks parsed it already; it is counted off the runtime's
+    // threads, at most as many at once as there are cores (no task, no
+    // spend: nothing else bounds it).
+    static COUNTING: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+        std::sync::LazyLock::new(|| {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            std::sync::Arc::new(tokio::sync::Semaphore::new(cores))
+        });
+    let permit = COUNTING
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| CallError::Busy)?;
     let input = call.input;
     tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         taskgate_providers::chat::ChatInput::parse(&input)
             .map(|chat| taskgate_providers::chat::estimate_input_tokens(&chat))
             .unwrap_or(0)

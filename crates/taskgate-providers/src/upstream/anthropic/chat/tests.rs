@@ -435,6 +435,14 @@ fn signed_thinking_goes_back_first_to_anthropic_only_with_thinking_on() {
                {"type": "text", "text": "Calling f."},
                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}])
     );
+    // A thinking block without its signature is never sent: Anthropic
+    // refuses one.
+    let mut unsigned = messages.clone();
+    unsigned[1]["reasoning_details"] =
+        json!([{"type": "thinking", "format": "anthropic", "text": "Unsigned."}]);
+    let b = body(json!({"messages": unsigned, "tools": [{"name": "f"}],
+                        "reasoning": {"max_tokens": 2000}}));
+    assert_eq!(b["messages"][1]["content"][0]["type"], "text");
     let off = body(json!({"messages": messages, "tools": [{"name": "f"}]}));
     assert_eq!(
         off["messages"][1]["content"],
