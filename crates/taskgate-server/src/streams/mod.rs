@@ -85,7 +85,7 @@ impl Hub {
         let others = out.others.get(cursor.pieces..).unwrap_or(&[]);
         merge(
             text,
-            others.iter().map(|(at, p)| (*at, p.clone())),
+            others.iter().map(|(at, p)| (*at, Some(p.clone()))),
             cursor,
             into,
         );
@@ -326,7 +326,7 @@ impl RemoteText {
             .eval(&self.read, &[&text_key, &pieces_key], &[&from, &from_piece])
             .await;
         let Ok((text, others)) = read else { return };
-        merge(&text, others.iter().filter_map(|o| decode(o)), cursor, into);
+        merge(&text, others.iter().map(|o| decode(o)), cursor, into);
     }
 }
 

@@ -16,10 +16,12 @@ pub struct Cursor {
 /// Appends to `into`, in order, the text (`text`, the text from
 /// `cursor.text` on) and the other pieces past the cursor (`others`, each
 /// with the text offset it came at), moving the cursor past what is given.
-/// A piece that comes after text not yet at hand is left for a later read.
+/// A piece that comes after text not yet at hand is left for a later read;
+/// a piece that could not be read (`None`: written by a newer instance)
+/// is passed over, the cursor moving past it all the same.
 pub(super) fn merge(
     text: &str,
-    others: impl Iterator<Item = (usize, Piece)>,
+    others: impl Iterator<Item = (usize, Option<Piece>)>,
     cursor: &mut Cursor,
     into: &mut Vec<Piece>,
 ) {
@@ -35,7 +37,7 @@ pub(super) fn merge(
             into.push(Piece::Text(before.to_owned()));
             cursor.text = at;
         }
-        into.push(piece);
+        into.extend(piece);
         cursor.pieces += 1;
     }
     if end > cursor.text {
@@ -62,9 +64,19 @@ pub(super) fn encode(at: usize, piece: &Piece) -> String {
     .to_string()
 }
 
-pub(super) fn decode(s: &str) -> Option<(usize, Piece)> {
-    let v: Value = serde_json::from_str(s).ok()?;
-    let at = usize::try_from(v.get("at")?.as_u64()?).ok()?;
+/// A stored piece and its offset; `None` for a piece of a kind this version
+/// does not know (or not a piece at all), at the offset it gives, else 0.
+pub(super) fn decode(s: &str) -> (usize, Option<Piece>) {
+    let v: Value = serde_json::from_str(s).unwrap_or(Value::Null);
+    let at = v
+        .get("at")
+        .and_then(Value::as_u64)
+        .and_then(|a| usize::try_from(a).ok())
+        .unwrap_or(0);
+    (at, piece_of(&v))
+}
+
+fn piece_of(v: &Value) -> Option<Piece> {
     let string = |v: &Value| v.as_str().map(str::to_owned);
     let piece = if let Some(t) = v.get("text") {
         Piece::Text(string(t)?)
@@ -83,12 +95,37 @@ pub(super) fn decode(s: &str) -> Option<(usize, Piece)> {
             arguments: string(c.get("arguments")?)?,
         }
     };
-    Some((at, piece))
+    Some(piece)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_of_an_unknown_kind_is_passed_over_not_stuck_on() {
+        let mut cursor = Cursor::default();
+        let mut into = Vec::new();
+        let others = [
+            r#"{"at": 0, "hologram": "?"}"#.to_owned(),
+            encode(1, &Piece::Reasoning("r".to_owned())),
+        ];
+        merge(
+            "ab",
+            others.iter().map(|o| decode(o)),
+            &mut cursor,
+            &mut into,
+        );
+        assert_eq!(cursor, Cursor { text: 2, pieces: 2 });
+        assert_eq!(
+            into,
+            [
+                Piece::Text("a".to_owned()),
+                Piece::Reasoning("r".to_owned()),
+                Piece::Text("b".to_owned())
+            ]
+        );
+    }
 
     #[test]
     fn pieces_cross_redis_unchanged() {
@@ -109,7 +146,7 @@ mod tests {
                 arguments: ":1}".to_owned(),
             },
         ] {
-            assert_eq!(decode(&encode(7, &piece)), Some((7, piece)));
+            assert_eq!(decode(&encode(7, &piece)), (7, Some(piece)));
         }
     }
 
@@ -121,7 +158,9 @@ mod tests {
         let now = (3, Piece::Reasoning("now".to_owned()));
         merge(
             "abcd",
-            [now.clone(), later].into_iter(),
+            [now.clone(), later]
+                .into_iter()
+                .map(|(at, p)| (at, Some(p))),
             &mut cursor,
             &mut into,
         );
