@@ -14,6 +14,7 @@ use std::sync::Arc;
 use taskgate_core::ApiSlug;
 use taskgate_core::money::Nanos;
 use taskgate_providers::builtin::Builtin;
+use taskgate_providers::kinds::Kind;
 use taskgate_providers::schema::CompiledSchema;
 use taskgate_providers::{ApiSpec, Pricing, Provider};
 
@@ -85,6 +86,16 @@ impl Catalog {
                     apply_override(&mut spec, o)?;
                 }
                 let allowed_options = AllowedOptions::of(o, &spec.kind);
+                let max_output_tokens = o.and_then(|o| o.max_output_tokens);
+                if let Some(n) = max_output_tokens
+                    && (n == 0 || spec.kind != Kind::Chat.as_str())
+                {
+                    return Err(format!(
+                        "config: catalog.apis.{}: max_output_tokens is a positive number of \
+                         tokens, for chat APIs only",
+                        spec.slug
+                    ));
+                }
                 let input_schema = CompiledSchema::compile(&spec.input_schema)
                     .map_err(|e| format!("API {}: input schema: {e}", spec.slug))?;
                 let output_schema = CompiledSchema::compile(&spec.output_schema)
@@ -97,6 +108,7 @@ impl Catalog {
                     input_schema,
                     output_schema,
                     allowed_options,
+                    max_output_tokens,
                 });
                 if by_slug
                     .insert(entry.spec.slug.clone(), entry.clone())

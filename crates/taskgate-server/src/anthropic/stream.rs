@@ -8,7 +8,9 @@
 //! interleave the fragments of parallel tool calls: a call's fragments that
 //! come while another call's block is open are held, and each held call is
 //! sent whole, in index order, when that block closes for good (before text
-//! or reasoning, or at the end).
+//! or reasoning, or at the end). A fragment of a call whose block text or
+//! reasoning has closed since (no provider is known to send one) would open
+//! a block of its own.
 
 use std::collections::BTreeMap;
 

@@ -21,6 +21,9 @@ pub struct ApiEntry {
     pub output_schema: CompiledSchema,
     /// The keys of the input's `options` a client may send.
     pub allowed_options: AllowedOptions,
+    /// A chat API's most output tokens: an input's `max_tokens` above it is
+    /// lowered to it.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// Which `options` an API passes on to its provider.

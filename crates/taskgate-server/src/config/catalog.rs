@@ -51,4 +51,8 @@ pub struct ApiOverride {
     /// The keys of the input's `options` clients may send (`["*"]`: any).
     /// Default: those of the kind that do not change the upstream's price.
     pub allowed_options: Option<Vec<String>>,
+    /// The most tokens a chat API's model writes in an answer: an input's
+    /// `max_tokens` above it is lowered to it (clients such as Claude Code
+    /// ask more than many models take).
+    pub max_output_tokens: Option<u64>,
 }

@@ -232,3 +232,48 @@ async fn seed_and_penalties_map_or_are_refused(backend: Backend) {
     app.stop().await;
 }
 both!(seed_and_penalties_map_or_are_refused);
+
+/// `max_output_tokens` of a chat API: an input's `max_tokens` above it is
+/// lowered to it (Claude Code asks 32,000 of models that take less), the
+/// stored input too; a smaller one is untouched.
+async fn max_output_tokens_lowers_what_is_asked(backend: Backend) {
+    let (openai, base) = Fake::start().await;
+    openai.always(chat_completion("Fine."));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            family_api(c, "chat-openai", Protocol::Openai, &base);
+            c.catalog
+                .apis
+                .get_mut("chat-openai")
+                .unwrap()
+                .max_output_tokens = Some(1000);
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let ask = |n: u64| json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": n});
+    let r = c.call(call("chat-openai", ask(32000))).await.expect(200);
+    assert_eq!(r.data()["status"], "succeeded", "{}", r.text);
+    assert_eq!(openai.seen.lock()[0].2["max_tokens"], 1000);
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    let t = c.get(&format!("tasks/{id}")).await.expect(200);
+    assert_eq!(t.data()["input"]["max_tokens"], 1000);
+    let r = c.call(call("chat-openai", ask(200))).await.expect(200);
+    assert_eq!(r.data()["status"], "succeeded", "{}", r.text);
+    assert_eq!(openai.seen.lock()[1].2["max_tokens"], 200);
+    // Through the Anthropic door, which Claude Code uses.
+    let r = c
+        .post(
+            "/anthropic/v1/messages",
+            json!({"model": "chat-openai", "max_tokens": 32000,
+                   "messages": [{"role": "user", "content": "Hi"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(openai.seen.lock()[2].2["max_tokens"], 1000);
+    app.stop().await;
+}
+both!(max_output_tokens_lowers_what_is_asked);

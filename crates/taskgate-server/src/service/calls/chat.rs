@@ -15,6 +15,19 @@ use crate::catalog::ApiEntry;
 /// The kind these checks are for.
 const CHAT: &str = "chat";
 
+/// Lowers a chat input's `max_tokens` to its API's `max_output_tokens`, if
+/// it asks more (the stored input is the one sent).
+pub(super) fn cap_max_tokens(entry: &ApiEntry, input: &mut Value) {
+    let Some(cap) = entry.max_output_tokens else {
+        return;
+    };
+    if let Some(asked) = input.get_mut("max_tokens")
+        && asked.as_f64().is_some_and(|n| n > cap as f64)
+    {
+        *asked = Value::from(cap);
+    }
+}
+
 /// A chat API's input against the chat rules and its provider; other kinds
 /// pass untouched.
 pub(super) fn check_chat(entry: &ApiEntry, input: &Value) -> Result<(), CallError> {

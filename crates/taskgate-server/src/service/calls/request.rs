@@ -111,9 +111,11 @@ pub fn validate(
         }
         Some(v) => Some(check_sandbox(v)?),
     };
+    let mut input = input;
     let input_bytes = check_input(&entry, &input)?;
     check_options(&entry, &input)?;
     super::chat::check_chat(&entry, &input)?;
+    super::chat::cap_max_tokens(&entry, &mut input);
     Ok(Call {
         entry,
         input,
