@@ -13,6 +13,7 @@ one; given the tool's result, it answers "The tool said: " and that result.
 So a live key runs each framework's tool loop to its end.
 """
 
+import asyncio
 import os
 import unittest
 
@@ -93,6 +94,9 @@ class Forecast(pydantic.BaseModel):
 class OpenAIAgents(unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self):
         self.clients = []
+        # The test case runs its loop in debug mode, which logs every step
+        # over 0.1 s (the SDK's first imports and connections).
+        asyncio.get_running_loop().slow_callback_duration = 5
 
     async def asyncTearDown(self):
         for client in self.clients:
