@@ -10,6 +10,7 @@ import unittest
 import urllib.request
 
 import openai
+import pydantic
 
 SERVER = os.environ["TASKGATE_SERVER_URL"]
 BASE = SERVER + "/openai/v1"
@@ -152,6 +153,43 @@ class OpenAISDK(unittest.TestCase):
         self.assertEqual(name, "get_weather")
         self.assertIsInstance(json.loads(arguments)["city"], str)
         self.assertEqual(finish, "tool_calls")
+
+    def test_the_stream_helper_and_parse_with_a_schema(self):
+        # The fake upstream, offered tools, calls one; the helper assembles
+        # the streamed call and parses its arguments for a pydantic tool.
+        class GetWeather(pydantic.BaseModel):
+            city: str
+
+        with client().chat.completions.stream(
+            model="chat",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[openai.pydantic_function_tool(GetWeather, name="get_weather")],
+        ) as stream:
+            done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
+            completion = stream.get_final_completion()
+        self.assertEqual(done[0].parsed_arguments, GetWeather(city="Paris"))
+        call = completion.choices[0].message.tool_calls[0]
+        self.assertEqual(call.function.parsed_arguments, GetWeather(city="Paris"))
+        self.assertEqual(completion.choices[0].finish_reason, "tool_calls")
+
+        # A test key answers a JSON schema with JSON valid for it.
+        class Forecast(pydantic.BaseModel):
+            city: str
+            days: int
+
+        parsed = client(TEST).chat.completions.parse(
+            model="chat",
+            messages=[{"role": "user", "content": "The forecast for Paris"}],
+            response_format=Forecast,
+        )
+        self.assertIsInstance(parsed.choices[0].message.parsed, Forecast)
+        with client(TEST).chat.completions.stream(
+            model="chat",
+            messages=[{"role": "user", "content": "The forecast for Paris"}],
+            response_format=Forecast,
+        ) as stream:
+            streamed = stream.get_final_completion()
+        self.assertEqual(streamed.choices[0].message.parsed, parsed.choices[0].message.parsed)
 
     def test_embeddings(self):
         # The SDK asks for base64 by default and decodes it.

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The client libraries (clients/typescript, clients/python, clients/go) and
 # the OpenAI- and Anthropic-compatible endpoints under the official
-# `openai` and `anthropic` packages:
+# `openai` and `anthropic` packages and the agent frameworks built on them:
 #
 #   1. every library has the server's version;
 #   2. the committed OpenAPI snapshot (clients/openapi.json) is the document
 #      the server serves now, and each library's generated code is what its
 #      generator makes of it (regenerated in place, then `git diff`);
-#   3. each library's own tests, and the openai SDK tests (e2e/openai_*),
+#   3. each library's own tests, and the tests under e2e/ of the SDKs (openai
+#      and anthropic, Python and Node) and of the frameworks (LangChain's
+#      ChatOpenAI and ChatAnthropic, the OpenAI Agents SDK, the Vercel AI SDK),
 #      each against a fresh real server (scripts/with-server.sh).
 #
 #   scripts/clients.sh
@@ -155,11 +157,16 @@ if $have_python; then
     echo "== the anthropic Python package against /anthropic/v1"
     venv "$target/anthropic-sdk-venv" "anthropic==2.10.0"
     with_server "$target/anthropic-sdk-venv/bin/python" -m unittest e2e/anthropic_sdk_test.py
+    echo "== LangChain's ChatOpenAI and ChatAnthropic and the OpenAI Agents SDK against the doors"
+    venv "$target/frameworks-venv" "langchain-openai==1.7.4" "langchain-anthropic==1.7.10" "openai-agents==0.24.0"
+    with_server "$target/frameworks-venv/bin/python" -m unittest e2e/frameworks_test.py
 fi
 if $have_node; then
-    echo "== the openai Node package against /openai/v1"
+    echo "== the openai and @anthropic-ai/sdk Node packages and the Vercel AI SDK against the doors"
     (cd e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --silent --no-audit --no-fund)
-    (cd e2e && "$root/scripts/with-server.sh" node --test openai-sdk.test.mjs)
+    # One file at a time: the tests read what the fake upstream received last.
+    (cd e2e && "$root/scripts/with-server.sh" node --test --test-concurrency=1 \
+        openai-sdk.test.mjs anthropic-sdk.test.mjs ai-sdk.test.mjs)
 fi
 
 if [ "${#skipped[@]}" -gt 0 ]; then

@@ -17,8 +17,12 @@
 #   TASKGATE_LIMITED_KEY      live key of account `limited`, plan `tiny`:
 #                             5 requests per rolling minute
 #   TASKGATE_SERVER_LOG       the server's log file
+#   TASKGATE_FAKE_OPENAI_URL  the fake OpenAI (its GET /_fake/last_chat_request
+#                             shows what the upstream last received)
 # The catalog has the built-in APIs (sentiment, language-detect, token-count)
-# and `chat` (kind chat) and `embed` (kind embedding) on the fake.
+# and `chat` (kind chat) and `embed` (kind embedding) on the fake. The fake
+# plays an agent's model: offered tools, it calls one; given a tool's result,
+# it answers with it (crates/taskgate-providers/examples/fake_openai.rs).
 #
 # TASKGATE_BIN and FAKE_OPENAI_BIN name prebuilt binaries; otherwise both are
 # built (debug) first.
@@ -114,6 +118,7 @@ wait_for "taskgate" python3 -c 'import sys, urllib.request; urllib.request.urlop
     "$server/readyz" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
 
 export TASKGATE_BASE_URL="$server/api/v1" TASKGATE_SERVER_URL="$server" TASKGATE_SERVER_LOG="$work/server.log"
+export TASKGATE_FAKE_OPENAI_URL="$fake_url"
 export TASKGATE_API_KEY TASKGATE_TEST_KEY TASKGATE_RESTRICTED_KEY TASKGATE_LIMITED_KEY
 status=0
 "$@" || status=$?

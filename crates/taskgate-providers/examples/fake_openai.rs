@@ -9,6 +9,18 @@
 //! than its HTTP exchange. `POST /v1/embeddings` answers one small vector per
 //! input text, derived from the text (`dimensions` long, default 3).
 //!
+//! It also plays the model of an agent loop, so that agent frameworks can be
+//! run through the gateway to completion: a request that offers `tools`
+//! (and whose `tool_choice` is not `"none"`) is answered with a call of the
+//! named tool, or else the first, with arguments made from its `parameters`;
+//! a request whose last message is a tool's result is answered with
+//! `The tool said: ` and that result. Both stream too (tool-call chunks
+//! whose arguments come in two pieces). A request with `reasoning_effort`
+//! gets its reasoning as `reasoning_content`, as DeepSeek and other
+//! compatible servers send it (the fixed reply then comes this way too).
+//! `GET /_fake/last_chat_request` answers the body of the latest chat
+//! request, as the fake received it, so tests can see what the gateway sent.
+//!
 //! The address is the first argument or `FAKE_OPENAI_ADDR`: `HOST:PORT`, or
 //! a bare port on 127.0.0.1; port 0 (the default) picks a free one. The
 //! address listened on is printed on the first line of stdout.
@@ -26,7 +38,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -46,6 +58,34 @@ struct ChatRequest {
     stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    messages: Vec<Message>,
+    #[serde(default)]
+    tools: Vec<Tool>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    reasoning_effort: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+#[derive(Deserialize)]
+struct Tool {
+    function: Function,
+}
+
+#[derive(Deserialize)]
+struct Function {
+    name: String,
+    #[serde(default)]
+    parameters: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +102,8 @@ struct Answers {
     /// The SSE events of a stream, without and with the usage chunk.
     chunks: Vec<Bytes>,
     chunks_with_usage: Vec<Bytes>,
+    /// The body of the latest chat request.
+    last: parking_lot::Mutex<Bytes>,
 }
 
 fn usage() -> Value {
@@ -142,10 +184,222 @@ fn answers(delay: std::time::Duration) -> Answers {
         completion: Bytes::from(completion.to_string()),
         chunks: stream(false),
         chunks_with_usage: stream(true),
+        last: parking_lot::Mutex::new(Bytes::new()),
     }
 }
 
+/// The reasoning sent to a request with `reasoning_effort`.
+const REASONING: &str = "The user wants an answer; I will give it.";
+
+/// What an agent loop's model does next, when not the fixed reply.
+enum Turn {
+    /// A call of tool `name`.
+    Call {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// A reply to a tool's result.
+    Text(String),
+}
+
+fn turn(request: &ChatRequest) -> Option<Turn> {
+    if let Some(last) = request.messages.last().filter(|m| m.role == "tool") {
+        return Some(Turn::Text(format!(
+            "The tool said: {}",
+            text_of(&last.content)
+        )));
+    }
+    if request.tools.is_empty() || request.tool_choice.as_ref().is_some_and(|c| c == "none") {
+        return None;
+    }
+    let named = request
+        .tool_choice
+        .as_ref()
+        .and_then(|c| c.pointer("/function/name"))
+        .and_then(Value::as_str);
+    let tool = named
+        .and_then(|n| request.tools.iter().find(|t| t.function.name == n))
+        .unwrap_or(&request.tools[0]);
+    let schema = tool.function.parameters.clone().unwrap_or(json!({}));
+    Some(Turn::Call {
+        // Distinct within a conversation, as OpenAI's are.
+        id: format!("call_fake_{}", request.messages.len()),
+        name: tool.function.name.clone(),
+        arguments: example(&schema).to_string(),
+    })
+}
+
+/// A message's content as text: a string, or its text parts joined.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        other => other.to_string(),
+    }
+}
+
+/// A value valid for the simple schemas tools have: each property an agent
+/// framework generates (strings, numbers, booleans, enums, nested objects and
+/// arrays, nullable types) gets a plain value of its type.
+fn example(schema: &Value) -> Value {
+    if let Some(first) = schema.get("enum").and_then(|e| e.get(0)) {
+        return first.clone();
+    }
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = ["anyOf", "oneOf"]
+        .iter()
+        .find_map(|k| schema.get(*k).and_then(|a| a.get(0)))
+    {
+        return example(first);
+    }
+    let ty = match schema.get("type") {
+        Some(Value::Array(types)) => types.iter().find(|t| *t != "null").cloned(),
+        other => other.cloned(),
+    };
+    match ty.as_ref().and_then(Value::as_str) {
+        Some("string") => json!("Paris"),
+        Some("integer") | Some("number") => json!(3),
+        Some("boolean") => json!(true),
+        Some("null") => Value::Null,
+        Some("array") => match schema.get("items") {
+            Some(items) if schema.get("minItems").and_then(Value::as_u64).unwrap_or(0) > 0 => {
+                json!([example(items)])
+            }
+            _ => json!([]),
+        },
+        _ => {
+            let mut object = serde_json::Map::new();
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, property) in properties {
+                    object.insert(name.clone(), example(property));
+                }
+            }
+            Value::Object(object)
+        }
+    }
+}
+
+/// A `chat.completion` with `message`, or its chunks when `stream`.
+fn answer_turn(turn: Turn, reasoning: bool, stream: bool, with_usage: bool) -> Response {
+    let (mut message, finish, mut deltas) = match turn {
+        Turn::Call {
+            id,
+            name,
+            arguments,
+        } => {
+            let half = arguments.len() / 2;
+            let half = (half..arguments.len())
+                .find(|&i| arguments.is_char_boundary(i))
+                .unwrap_or(arguments.len());
+            let call = |index_only: bool, args: &str| {
+                if index_only {
+                    json!({"index": 0, "function": {"arguments": args}})
+                } else {
+                    json!({"index": 0, "id": id, "type": "function",
+                           "function": {"name": name, "arguments": args}})
+                }
+            };
+            let deltas = vec![
+                json!({"role": "assistant", "content": null, "tool_calls": [call(false, "")]}),
+                json!({"tool_calls": [call(true, &arguments[..half])]}),
+                json!({"tool_calls": [call(true, &arguments[half..])]}),
+            ];
+            let message = json!({"role": "assistant", "content": null, "refusal": null,
+                "tool_calls": [{"id": id, "type": "function",
+                                "function": {"name": name, "arguments": arguments}}]});
+            (message, "tool_calls", deltas)
+        }
+        Turn::Text(text) => {
+            let mut deltas = vec![json!({"role": "assistant", "content": ""})];
+            deltas.extend(
+                text.split_inclusive(' ')
+                    .map(|piece| json!({"content": piece})),
+            );
+            let message = json!({"role": "assistant", "content": text, "refusal": null});
+            (message, "stop", deltas)
+        }
+    };
+    if reasoning {
+        message["reasoning_content"] = json!(REASONING);
+        let mut thinking =
+            vec![json!({"role": "assistant", "content": null, "reasoning_content": ""})];
+        thinking.extend(
+            REASONING
+                .split_inclusive(' ')
+                .map(|p| json!({"reasoning_content": p})),
+        );
+        deltas.splice(0..0, thinking);
+    }
+    if !stream {
+        let completion = json!({
+            "id": ID, "object": "chat.completion", "created": CREATED, "model": MODEL,
+            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+            "usage": usage(), "system_fingerprint": FINGERPRINT
+        });
+        return axum::Json(completion).into_response();
+    }
+    let chunk = |choices: Value, usage: Option<Value>| {
+        let mut c = json!({"id": ID, "object": "chat.completion.chunk", "created": CREATED,
+                           "model": MODEL, "system_fingerprint": FINGERPRINT, "choices": choices});
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        Bytes::from(format!("data: {c}\n\n"))
+    };
+    let mut out: Vec<Bytes> = deltas
+        .into_iter()
+        .map(|d| {
+            chunk(
+                json!([{"index": 0, "delta": d, "finish_reason": null}]),
+                None,
+            )
+        })
+        .collect();
+    out.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+        None,
+    ));
+    if with_usage {
+        out.push(chunk(json!([]), Some(usage())));
+    }
+    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    sse(out)
+}
+
+fn sse(chunks: Vec<Bytes>) -> Response {
+    let body = Body::from_stream(futures_util::stream::iter(
+        chunks.into_iter().map(Ok::<_, Infallible>),
+    ));
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn last_chat_request(State(answers): State<Arc<Answers>>) -> Response {
+    let body = answers.last.lock().clone();
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 async fn chat(State(answers): State<Arc<Answers>>, body: Bytes) -> Response {
+    *answers.last.lock() = body.clone();
     let Ok(request) = serde_json::from_slice::<ChatRequest>(&body) else {
         let error = json!({"error": {
             "message": "We could not parse the JSON body of your request.",
@@ -158,6 +412,18 @@ async fn chat(State(answers): State<Arc<Answers>>, body: Bytes) -> Response {
     if !answers.delay.is_zero() {
         tokio::time::sleep(answers.delay).await;
     }
+    let with_usage = request
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
+    let reasoning = request.reasoning_effort.is_some();
+    let next = match turn(&request) {
+        None if reasoning => Some(Turn::Text(PIECES.concat())),
+        next => next,
+    };
+    if let Some(next) = next {
+        return answer_turn(next, reasoning, request.stream, with_usage);
+    }
     if !request.stream {
         return (
             [(
@@ -168,22 +434,11 @@ async fn chat(State(answers): State<Arc<Answers>>, body: Bytes) -> Response {
         )
             .into_response();
     }
-    let chunks = if request.stream_options.is_some_and(|o| o.include_usage) {
+    sse(if with_usage {
         answers.chunks_with_usage.clone()
     } else {
         answers.chunks.clone()
-    };
-    let body = Body::from_stream(futures_util::stream::iter(
-        chunks.into_iter().map(Ok::<_, Infallible>),
-    ));
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response()
+    })
 }
 
 #[derive(Deserialize)]
@@ -263,6 +518,7 @@ async fn main() {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/embeddings", post(embeddings))
+        .route("/_fake/last_chat_request", get(last_chat_request))
         .with_state(Arc::new(answers(delay)));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
