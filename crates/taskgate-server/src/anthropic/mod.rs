@@ -8,6 +8,7 @@
 //! Anthropic's shape, `{"type": "error", "error": {type, message}}`.
 
 mod messages;
+mod models;
 mod request;
 mod stream;
 
@@ -31,6 +32,8 @@ pub fn router(app: Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/messages", post(messages::create))
         .route("/messages/count_tokens", post(messages::count_tokens))
+        .route("/models", axum::routing::get(models::list))
+        .route("/models/{model}", axum::routing::get(models::get))
         .route_layer(middleware::from_fn_with_state(
             app,
             crate::auth::authenticate,
@@ -40,6 +43,21 @@ pub fn router(app: Arc<AppState>) -> Router<Arc<AppState>> {
             crate::envelope::errors_as::<AnthropicError>,
         ))
         .layer(middleware::from_fn(x_api_key))
+        .layer(middleware::from_fn(request_id))
+}
+
+/// Anthropic's `request-id` header on every answer (its SDKs show it as a
+/// response's `request_id`): the request's Taskgate id, as `x-request-id`.
+async fn request_id(request: Request, next: Next) -> Response {
+    let id = request
+        .extensions()
+        .get::<taskgate_core::RequestId>()
+        .map(ToString::to_string);
+    let mut response = next.run(request).await;
+    if let Some(v) = id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        response.headers_mut().insert("request-id", v);
+    }
+    response
 }
 
 /// An error as Anthropic's API writes it.
@@ -164,7 +182,8 @@ async fn x_api_key(mut request: Request, next: Next) -> Response {
 async fn not_found() -> AnthropicError {
     AnthropicError::new(
         StatusCode::NOT_FOUND,
-        "No such route. Taskgate's Anthropic-compatible endpoint serves POST /v1/messages.",
+        "No such route. Taskgate's Anthropic-compatible endpoint serves POST /v1/messages, \
+         POST /v1/messages/count_tokens and GET /v1/models.",
     )
 }
 

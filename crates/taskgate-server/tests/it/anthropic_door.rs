@@ -306,7 +306,7 @@ async fn media_json_thinking_streams_and_errors(backend: Backend) {
             .contains("tool_choice")
     );
     let r = c
-        .send(c.request(reqwest::Method::GET, "/anthropic/v1/models"))
+        .send(c.request(reqwest::Method::GET, "/anthropic/v1/files"))
         .await;
     anthropic_error(&r, 404, "not_found_error");
     assert_eq!(fake.requests(), before);
@@ -804,3 +804,52 @@ async fn count_tokens_estimates_without_a_task(backend: Backend) {
     app.stop().await;
 }
 both!(count_tokens_estimates_without_a_task);
+
+/// `GET /models` and `/models/{id}` list the chat APIs as Anthropic's model
+/// objects; every answer of the door has Anthropic's `request-id` header.
+async fn models_and_request_ids(backend: Backend) {
+    let (_fake, base) = Fake::start().await;
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| chat_api(c, &base, false))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.live);
+    let get = |path: &str| {
+        c.send(
+            reqwest::Client::new()
+                .get(c.url(path))
+                .header("x-api-key", &app.live)
+                .header("anthropic-version", "2023-06-01"),
+        )
+    };
+    let r = get("/anthropic/v1/models").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let models = r.body["data"].as_array().unwrap();
+    assert_eq!(models.len(), 1, "only chat APIs: {}", r.text);
+    assert_eq!(models[0]["type"], "model");
+    assert_eq!(models[0]["id"], "chat");
+    assert_eq!(models[0]["display_name"], "Fake GPT");
+    assert!(
+        models[0]["created_at"].as_str().unwrap().ends_with('Z'),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.body["has_more"], false);
+    assert_eq!(
+        (&r.body["first_id"], &r.body["last_id"]),
+        (&json!("chat"), &json!("chat"))
+    );
+    assert_eq!(r.header("request-id"), r.header("x-request-id"));
+    assert!(r.header("request-id").is_some());
+    let one = get("/anthropic/v1/models/chat").await;
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert_eq!(one.body, models[0]);
+    let none = get("/anthropic/v1/models/sentiment").await;
+    anthropic_error(&none, 404, "not_found_error");
+    assert!(none.header("request-id").is_some());
+    app.stop().await;
+}
+both!(models_and_request_ids);
