@@ -26,6 +26,39 @@ pub(super) fn task_links() -> Value {
     })
 }
 
+/// The data of a chat task's stream events, as components so that clients
+/// have types for them: `delta` and `reasoning` (`StreamDelta`), `tool_call`
+/// (`StreamToolCall`); `done`'s is the `Task`.
+pub(super) fn stream_data_schemas() -> [(String, Value); 2] {
+    [
+        (
+            "StreamDelta".into(),
+            json!({
+                "description": "The data of a `delta` event (a piece of a chat task's text) or of a \
+                    `reasoning` event (a piece of its reasoning).",
+                "type": "object",
+                "required": ["text"],
+                "properties": { "text": { "type": "string" } },
+            }),
+        ),
+        (
+            "StreamToolCall".into(),
+            json!({
+                "description": "The data of a `tool_call` event: a fragment of the tool call at \
+                    `index` of a chat task's output (`ChatToolCall`).",
+                "type": "object",
+                "required": ["index", "arguments_delta"],
+                "properties": {
+                    "index": { "type": "integer", "minimum": 0 },
+                    "id": { "type": "string", "description": "On the first fragment of an index only." },
+                    "name": { "type": "string", "description": "On the first fragment of an index only." },
+                    "arguments_delta": { "type": "string", "description": "The fragments of an index joined are the call's arguments as JSON text." },
+                },
+            }),
+        ),
+    ]
+}
+
 /// One event of GET /tasks/{id}/stream (OpenAPI 3.1: the schema of an event
 /// stream describes each event).
 pub(super) fn stream_event_schema() -> Value {
@@ -41,36 +74,19 @@ pub(super) fn stream_event_schema() -> Value {
             {
                 "properties": {
                     "event": { "const": "delta" },
-                    "data": { "contentSchema": {
-                        "type": "object",
-                        "required": ["text"],
-                        "properties": { "text": { "type": "string" } },
-                    } },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/StreamDelta" } },
                 },
             },
             {
                 "properties": {
                     "event": { "const": "reasoning" },
-                    "data": { "contentSchema": {
-                        "type": "object",
-                        "required": ["text"],
-                        "properties": { "text": { "type": "string" } },
-                    } },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/StreamDelta" } },
                 },
             },
             {
                 "properties": {
                     "event": { "const": "tool_call" },
-                    "data": { "contentSchema": {
-                        "type": "object",
-                        "required": ["index", "arguments_delta"],
-                        "properties": {
-                            "index": { "type": "integer", "minimum": 0 },
-                            "id": { "type": "string", "description": "On the first fragment of an index only." },
-                            "name": { "type": "string", "description": "On the first fragment of an index only." },
-                            "arguments_delta": { "type": "string", "description": "The fragments of an index joined are the call's arguments as JSON text." },
-                        },
-                    } },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/StreamToolCall" } },
                 },
             },
             {
