@@ -214,6 +214,140 @@ export interface components {
             started_at: string;
             target: string;
         };
+        /** @description A reply of the model's: text, tool calls, or both (leave out `content` rather than set it to null). */
+        ChatAssistantMessage: {
+            content?: string | components["schemas"]["ChatTextPart"][];
+            /** @constant */
+            role: "assistant";
+            tool_calls?: components["schemas"]["ChatToolCall"][];
+        };
+        /** @description A part of a user message's content: text, an image or a document, told apart by `type`. */
+        ChatContentPart: components["schemas"]["ChatTextPart"] | components["schemas"]["ChatImagePart"] | components["schemas"]["ChatDocumentPart"];
+        /** @description A document, inline (`data`, base64, with its `media_type`) or at a public `url` (its `media_type` given or told by the extension). Which types a provider reads differs: see the API reference. */
+        ChatDocumentPart: {
+            data?: string;
+            /** @enum {string} */
+            media_type?: "application/pdf" | "text/plain";
+            /** @constant */
+            type: "document";
+            /** Format: uri */
+            url?: string;
+        };
+        /** @description An image, inline (`data`, base64, with its `media_type`) or at a public `url`. */
+        ChatImagePart: {
+            data?: string;
+            /** @enum {string} */
+            media_type?: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+            /** @constant */
+            type: "image";
+            /** Format: uri */
+            url?: string;
+        };
+        /** @description The input of every API of kind `chat`: a chat API's POST /call `input` is a ChatInput (its `<slug>.input` component is this schema). Documents and clients that know no chat API still have it, from the kind itself. */
+        ChatInput: {
+            /** @description Most tokens to generate for the answer; with `reasoning`, the reasoning's budget comes on top. */
+            max_tokens?: number;
+            /** @description The conversation so far. `system` messages give instructions; a `tool` message gives the result of a tool call an earlier `assistant` message made. */
+            messages: components["schemas"]["ChatMessage"][];
+            /** @description Provider-specific request fields, merged into the upstream request body as they are (see the API reference). */
+            options?: Record<string, unknown>;
+            /** @description Whether the model may call several tools in one reply (the provider's default when left out). */
+            parallel_tool_calls?: boolean;
+            reasoning?: components["schemas"]["ChatReasoning"];
+            response_format?: components["schemas"]["ChatResponseFormat"];
+            stop?: string[];
+            temperature?: number;
+            tool_choice?: components["schemas"]["ChatToolChoice"];
+            /** @description Tools (functions) the model may call. Names are unique. */
+            tools?: components["schemas"]["ChatTool"][];
+            top_p?: number;
+        };
+        /** @description A message of the conversation, told apart by `role`: `system`, `user`, `assistant` or `tool`. */
+        ChatMessage: components["schemas"]["ChatSystemMessage"] | components["schemas"]["ChatUserMessage"] | components["schemas"]["ChatAssistantMessage"] | components["schemas"]["ChatToolMessage"];
+        /** @description The output of a task of an API of kind `chat` (the task's `output`, and the `done` stream event's task's): text, tool calls or both, with the finish reason and the answering model. */
+        ChatOutput: {
+            /**
+             * @description `stop` (done), `length` (`max_tokens` reached), `content_filter`, `tool_calls` (the model waits for tool results), `other`.
+             * @enum {string}
+             */
+            finish_reason: "stop" | "length" | "content_filter" | "tool_calls" | "other";
+            /** @description The reply parsed, when a JSON `response_format` was asked and the text is JSON. */
+            json?: unknown;
+            /** @description The model that answered, as the provider names it. */
+            model: string;
+            /** @description The model's reasoning, when the provider returns it. */
+            reasoning?: string;
+            /** @description The generated reply (empty when the model only called tools). */
+            text: string;
+            /** @description The tools the model calls, in order: answer each with a `tool` message. */
+            tool_calls: components["schemas"]["ChatToolCall"][];
+        };
+        /** @description Let the model reason before answering: an `effort`, or a budget of `max_tokens` (each provider takes the one it knows: effort low, medium, high is a budget of 1024, 4096, 16384 tokens; a budget is the nearest effort). */
+        ChatReasoning: {
+            /** @enum {string} */
+            effort: "low" | "medium" | "high";
+        } | {
+            max_tokens: number;
+        };
+        /** @description The reply's form: `text` (the default), `json_object` (a JSON object) or `json_schema` (JSON valid for `schema`). The parsed reply is the output's `json`. */
+        ChatResponseFormat: {
+            /** @enum {string} */
+            type: "text" | "json_object";
+        } | {
+            /** @description The schema's name. */
+            name: string;
+            /** @description The JSON Schema the reply follows. */
+            schema: Record<string, unknown>;
+            /** @description Whether the provider must follow the schema exactly, where it can. */
+            strict?: boolean;
+            /** @constant */
+            type: "json_schema";
+        };
+        /** @description Instructions for the model. */
+        ChatSystemMessage: {
+            content: string | components["schemas"]["ChatTextPart"][];
+            /** @constant */
+            role: "system";
+        };
+        /** @description A part of a message's content: text. */
+        ChatTextPart: {
+            text: string;
+            /** @constant */
+            type: "text";
+        };
+        /** @description A tool (function) the model may call. */
+        ChatTool: {
+            /** @description What the tool does, for the model. */
+            description?: string;
+            name: string;
+            /** @description The arguments' JSON Schema, an object schema. */
+            parameters?: Record<string, unknown>;
+        };
+        /** @description A call of a tool by the model (in `ChatOutput.tool_calls`, and sent back in an assistant message): answer it with a `tool` message naming its `id`. */
+        ChatToolCall: {
+            /** @description The arguments, valid for the tool's `parameters` as the model understood them. */
+            arguments: Record<string, unknown>;
+            /** @description The call's id, which the `tool` message answering it names. */
+            id: string;
+            name: string;
+        };
+        /** @description `auto` (the model decides, the default), `none` (no tool call), `required` (some tool call) or `{name}` (a call of that tool). `required` and `{name}` need `tools`. */
+        ChatToolChoice: ("auto" | "none" | "required") | {
+            name: string;
+        };
+        /** @description A tool's result, answering the call of an earlier assistant message. */
+        ChatToolMessage: {
+            content: string | components["schemas"]["ChatTextPart"][];
+            /** @constant */
+            role: "tool";
+            tool_call_id: string;
+        };
+        /** @description What the user says: text, images and documents. */
+        ChatUserMessage: {
+            content: string | components["schemas"]["ChatContentPart"][];
+            /** @constant */
+            role: "user";
+        };
         Error: {
             code: string;
             details?: Record<string, unknown>[] | null;
@@ -292,6 +426,20 @@ export interface components {
         };
         /** @enum {string} */
         Status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+        /** @description The data of a `delta` event (a piece of a chat task's text) or of a `reasoning` event (a piece of its reasoning). */
+        StreamDelta: {
+            text: string;
+        };
+        /** @description The data of a `tool_call` event: a fragment of the tool call at `index` of a chat task's output (`ChatToolCall`). */
+        StreamToolCall: {
+            /** @description The fragments of an index joined are the call's arguments as JSON text. */
+            arguments_delta: string;
+            /** @description On the first fragment of an index only. */
+            id?: string;
+            index: number;
+            /** @description On the first fragment of an index only. */
+            name?: string;
+        };
         /** @description A task. */
         Task: {
             /** @description The API's slug. */
