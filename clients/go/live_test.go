@@ -360,46 +360,38 @@ func TestStream(t *testing.T) {
 	}
 }
 
-// A tool call round trip on the chat API: test mode answers a forced tool
-// with a call whose arguments follow the tool's parameters, and takes the
-// conversation back with the call and the tool's result.
+// A tool call round trip on the chat API, with the generated chat types:
+// test mode answers a forced tool with a call whose arguments follow the
+// tool's parameters, and takes the conversation back with the call and the
+// tool's result.
 func TestChatToolCallRoundTrip(t *testing.T) {
 	c := live(t, "TASKGATE_TEST_KEY")
-	tools := []map[string]any{{
-		"name":        "get_weather",
-		"description": "The current weather in a city",
-		"parameters": map[string]any{
+	tools := []taskgate.ChatTool{{
+		Name:        "get_weather",
+		Description: "The current weather in a city",
+		Parameters: map[string]any{
 			"type":       "object",
 			"properties": map[string]any{"city": map[string]any{"type": "string"}},
 			"required":   []string{"city"},
 		},
 	}}
-	messages := []map[string]any{{"role": "user", "content": "What is the weather in Paris?"}}
-	task, err := c.Call(bg, taskgate.CallParams{API: "chat", Input: map[string]any{
-		"messages":    messages,
-		"tools":       tools,
-		"tool_choice": map[string]any{"name": "get_weather"},
+	messages := []taskgate.ChatMessage{{Role: "user", Content: "What is the weather in Paris?"}}
+	task, err := c.Call(bg, taskgate.CallParams{API: "chat", Input: taskgate.ChatInput{
+		Messages:   messages,
+		Tools:      tools,
+		ToolChoice: map[string]any{"name": "get_weather"},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	type toolCall struct {
-		ID        string         `json:"id"`
-		Name      string         `json:"name"`
-		Arguments map[string]any `json:"arguments"`
-	}
-	var out struct {
-		Text         string     `json:"text"`
-		ToolCalls    []toolCall `json:"tool_calls"`
-		FinishReason string     `json:"finish_reason"`
-	}
 	if task.Status != taskgate.TaskStatusSucceeded || task.Mode != "test" {
 		t.Fatalf("task %+v", task)
 	}
+	var out taskgate.ChatOutput
 	if err := task.DecodeOutput(&out); err != nil {
 		t.Fatal(err)
 	}
-	if out.FinishReason != "tool_calls" || len(out.ToolCalls) != 1 {
+	if out.FinishReason != taskgate.ChatFinishReasonToolCalls || len(out.ToolCalls) != 1 {
 		t.Fatalf("output %+v", out)
 	}
 	call := out.ToolCalls[0]
@@ -408,21 +400,21 @@ func TestChatToolCallRoundTrip(t *testing.T) {
 	}
 
 	messages = append(messages,
-		map[string]any{"role": "assistant", "tool_calls": []toolCall{call}},
-		map[string]any{"role": "tool", "tool_call_id": call.ID, "content": `{"temp_c": 21}`},
+		taskgate.ChatMessage{Role: "assistant", ToolCalls: out.ToolCalls},
+		taskgate.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: `{"temp_c": 21}`},
 	)
-	task, err = c.Call(bg, taskgate.CallParams{API: "chat", Input: map[string]any{
-		"messages": messages,
-		"tools":    tools,
+	task, err = c.Call(bg, taskgate.CallParams{API: "chat", Input: taskgate.ChatInput{
+		Messages: messages,
+		Tools:    tools,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out.Text, out.ToolCalls, out.FinishReason = "", nil, ""
+	out = taskgate.ChatOutput{}
 	if err := task.DecodeOutput(&out); err != nil {
 		t.Fatal(err)
 	}
-	if task.Status != taskgate.TaskStatusSucceeded || out.Text == "" || len(out.ToolCalls) != 0 || out.FinishReason != "stop" {
+	if task.Status != taskgate.TaskStatusSucceeded || out.Text == "" || len(out.ToolCalls) != 0 || out.FinishReason != taskgate.ChatFinishReasonStop {
 		t.Fatalf("task %s output %+v", task.Status, out)
 	}
 }

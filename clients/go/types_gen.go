@@ -67,6 +67,162 @@ type Attempt struct {
 	Target string `json:"target"`
 }
 
+// ChatContentPart is a part of a message's content: text, an image or a document, told apart by Type. (Schema `ChatContentPart`.)
+type ChatContentPart struct {
+	// The text of a `text` part.
+	Text string `json:"text,omitempty"`
+	// `text`, `image` or `document`.
+	Type string `json:"type"`
+	// An image or document inline, base64.
+	Data string `json:"data,omitempty"`
+	// The type of an image or document, e.g. `image/png`, `application/pdf`.
+	MediaType string `json:"media_type,omitempty"`
+	// Where an image or document is (or Data and MediaType).
+	URL string `json:"url,omitempty"`
+}
+
+// ChatEffort is how much a chat model reasons.
+type ChatEffort string
+
+// The values of ChatEffort.
+const (
+	ChatEffortLow    ChatEffort = "low"
+	ChatEffortMedium ChatEffort = "medium"
+	ChatEffortHigh   ChatEffort = "high"
+)
+
+// ChatFinishReason is why a chat model stopped.
+type ChatFinishReason string
+
+// The values of ChatFinishReason.
+const (
+	ChatFinishReasonStop          ChatFinishReason = "stop"
+	ChatFinishReasonLength        ChatFinishReason = "length"
+	ChatFinishReasonContentFilter ChatFinishReason = "content_filter"
+	ChatFinishReasonToolCalls     ChatFinishReason = "tool_calls"
+	ChatFinishReasonOther         ChatFinishReason = "other"
+)
+
+// ChatInput is the input of an API of kind chat: pass it as CallParams.Input. (Schema `ChatInput`.)
+type ChatInput struct {
+	// Penalizes tokens by how often they have appeared (OpenAI and compatibles, Gemini; Anthropic takes 0 only).
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	// Most tokens to generate for the answer; with `reasoning`, the reasoning's budget comes on top.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// The conversation so far. `system` messages give instructions; a `tool` message gives the result of a tool call an earlier `assistant` message made.
+	Messages []ChatMessage `json:"messages"`
+	// Provider-specific request fields, merged into the upstream request body as they are (see the API reference).
+	Options map[string]any `json:"options,omitempty"`
+	// Whether the model may call several tools in one reply (the provider's default when left out).
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+	// Penalizes tokens that have appeared at all (OpenAI and compatibles, Gemini; Anthropic takes 0 only).
+	PresencePenalty *float64 `json:"presence_penalty,omitempty"`
+	// Lets the model reason before answering.
+	Reasoning *ChatReasoning `json:"reasoning,omitempty"`
+	// The reply's form; the parsed reply is ChatOutput.JSON.
+	ResponseFormat *ChatResponseFormat `json:"response_format,omitempty"`
+	// Asks for the same answer to the same input, as far as the provider can (OpenAI and compatibles, Gemini; Anthropic has none).
+	Seed int `json:"seed,omitempty"`
+	// Up to 4 sequences that end the reply.
+	Stop []string `json:"stop,omitempty"`
+	// Sampling temperature, 0 to 2.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// Whether and which tool the model calls: "auto" (the default), "none", "required", or map[string]any{"name": …} for that tool.
+	ToolChoice any `json:"tool_choice,omitempty"`
+	// Tools (functions) the model may call. Names are unique.
+	Tools []ChatTool `json:"tools,omitempty"`
+	// Nucleus sampling, 0 to 1.
+	TopP *float64 `json:"top_p,omitempty"`
+}
+
+// ChatMessage is a message of a chat conversation; Role says which fields it has: system, user (text, images, documents), assistant (text, tool calls) or tool (a tool's result). (Schema `ChatMessage`.)
+type ChatMessage struct {
+	// A string, or parts ([]ChatContentPart; images and documents in user messages only). Required but in assistant messages with tool calls.
+	Content any `json:"content,omitempty"`
+	// `system`, `user`, `assistant` or `tool`.
+	Role string `json:"role"`
+	// The provider's own record of the model's reasoning (Anthropic's signed thinking blocks, Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message that repeats this reply: a provider that requires it (Anthropic with thinking and tools, Gemini 3 with function calls) refuses a tool loop without it.
+	ReasoningDetails []ChatReasoningDetail `json:"reasoning_details,omitempty"`
+	// In an assistant message: the tool calls it made (a ChatOutput's ToolCalls).
+	ToolCalls []ChatToolCall `json:"tool_calls,omitempty"`
+	// In a tool message: the ID of the ChatToolCall it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ChatOutput is the output of a task of an API of kind chat: read it with Task.DecodeOutput. (Schema `ChatOutput`.)
+type ChatOutput struct {
+	// `stop` (done), `length` (`max_tokens` reached), `content_filter`, `tool_calls` (the model waits for tool results), `other`.
+	FinishReason ChatFinishReason `json:"finish_reason"`
+	// The reply parsed, when a JSON `response_format` was asked and the text is JSON.
+	JSON any `json:"json,omitempty"`
+	// The model that answered, as the provider names it.
+	Model string `json:"model"`
+	// The model's reasoning, when the provider returns it.
+	Reasoning string `json:"reasoning,omitempty"`
+	// The provider's own record of the model's reasoning (Anthropic's signed thinking blocks, Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message that repeats this reply: a provider that requires it (Anthropic with thinking and tools, Gemini 3 with function calls) refuses a tool loop without it.
+	ReasoningDetails []ChatReasoningDetail `json:"reasoning_details,omitempty"`
+	// The generated reply (empty when the model only called tools).
+	Text string `json:"text"`
+	// The tools the model calls, in order: answer each with a `tool` message.
+	ToolCalls []ChatToolCall `json:"tool_calls"`
+}
+
+// ChatReasoning lets a chat model reason before answering: an Effort or a budget of MaxTokens. (Schema `ChatReasoning`.)
+type ChatReasoning struct {
+	// How much to reason: low, medium or high.
+	Effort ChatEffort `json:"effort,omitempty"`
+	// A budget of reasoning tokens.
+	MaxTokens int `json:"max_tokens,omitempty"`
+}
+
+// ChatReasoningDetail is the provider's own record of a piece of a chat model's reasoning: send it back unchanged in the assistant message that repeats the reply. (Schema `ChatReasoningDetail`.)
+type ChatReasoningDetail struct {
+	// The family whose wire format this is: sent back to that family only.
+	Format string `json:"format"`
+	// The `signature` field.
+	Signature string `json:"signature,omitempty"`
+	// The `text` field.
+	Text string `json:"text,omitempty"`
+	// The `type` field.
+	Type string `json:"type"`
+	// The `data` field.
+	Data string `json:"data,omitempty"`
+	// The `tool_call_id` field.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ChatResponseFormat is the form of a chat reply: text, a JSON object, or JSON valid for a schema. (Schema `ChatResponseFormat`.)
+type ChatResponseFormat struct {
+	// `text`, `json_object` or `json_schema`.
+	Type string `json:"type"`
+	// The schema's name.
+	Name string `json:"name,omitempty"`
+	// The JSON Schema the reply follows.
+	Schema map[string]any `json:"schema,omitempty"`
+	// Whether the provider must follow the schema exactly, where it can.
+	Strict *bool `json:"strict,omitempty"`
+}
+
+// ChatTool is a tool (function) a chat model may call. (Schema `ChatTool`.)
+type ChatTool struct {
+	// What the tool does, for the model.
+	Description string `json:"description,omitempty"`
+	// The tool's name, as the model calls it.
+	Name string `json:"name"`
+	// The arguments' JSON Schema, an object schema.
+	Parameters map[string]any `json:"parameters,omitempty"`
+}
+
+// ChatToolCall is a call of a tool by a chat model: answer it with a tool message naming its ID. (Schema `ChatToolCall`.)
+type ChatToolCall struct {
+	// The arguments, valid for the tool's `parameters` as the model understood them.
+	Arguments map[string]any `json:"arguments"`
+	// The call's id, which the `tool` message answering it names.
+	ID string `json:"id"`
+	// The name of the tool called.
+	Name string `json:"name"`
+}
+
 // ErrorBody is the `error` member of an ErrorEnvelope. (Schema `Error`.)
 type ErrorBody struct {
 	// The machine-readable reason, e.g. `task_not_found`.
@@ -183,6 +339,28 @@ const (
 	SandboxOutcomeFailed    SandboxOutcome = "failed"
 	SandboxOutcomeTimeout   SandboxOutcome = "timeout"
 )
+
+// StreamReasoning is the data of a reasoning stream event: a piece of a chat task's reasoning, or (Text empty) the provider's Signature over it or a Redacted block. (Schema `StreamReasoning`.)
+type StreamReasoning struct {
+	// The `redacted` field.
+	Redacted string `json:"redacted,omitempty"`
+	// The `signature` field.
+	Signature string `json:"signature,omitempty"`
+	// The `text` field.
+	Text string `json:"text"`
+}
+
+// StreamToolCall is the data of a tool_call stream event: a fragment of a tool call of a chat task. (Schema `StreamToolCall`.)
+type StreamToolCall struct {
+	// The fragments of an index joined are the call's arguments as JSON text.
+	ArgumentsDelta string `json:"arguments_delta"`
+	// On the first fragment of an index only.
+	ID string `json:"id,omitempty"`
+	// Which tool call of the output the fragment belongs to.
+	Index int `json:"index"`
+	// On the first fragment of an index only.
+	Name string `json:"name,omitempty"`
+}
 
 // Task is a task: one call of an API, its status, output, error and usage. (Schema `Task`.)
 type Task struct {

@@ -13,8 +13,10 @@ Options: --check (exit 1 when the committed file differs, write nothing),
 Only the schemas listed in MODELS are generated. An object schema becomes a frozen
 dataclass with a `from_dict` that ignores unknown fields (so that an older client
 reads a newer service) and keeps the dict it was read from (`to_dict()`); a string
-enum becomes a `Literal` alias; `allOf` is flattened into one class; a reference to
-a schema outside the list becomes its plain Python type.
+enum becomes a `Literal` alias; `allOf` is flattened into one class; a `oneOf` of
+objects (a chat message, whatever its role) becomes one class with every
+alternative's fields, required where all require them; a reference to a schema
+outside the list becomes its plain Python type.
 """
 
 from __future__ import annotations
@@ -51,8 +53,19 @@ MODELS: List[Tuple[str, str]] = [
     ("ApiDetails", "ApiDetails"),
     ("ApiList", "ApiList"),
     ("Sandbox", "Sandbox"),
+    ("ChatInput", "ChatInput"),
+    ("ChatMessage", "ChatMessage"),
+    ("ChatContentPart", "ChatContentPart"),
+    ("ChatTool", "ChatTool"),
+    ("ChatResponseFormat", "ChatResponseFormat"),
+    ("ChatReasoning", "ChatReasoning"),
+    ("ChatOutput", "ChatOutput"),
+    ("ChatToolCall", "ChatToolCall"),
+    ("ChatReasoningDetail", "ChatReasoningDetail"),
     (STREAM + "/properties/event", "StreamEventType"),
-    (STREAM + "/oneOf/0/properties/data/contentSchema", "StreamDelta"),
+    ("StreamDelta", "StreamDelta"),
+    ("StreamReasoning", "StreamReasoning"),
+    ("StreamToolCall", "StreamToolCall"),
     ("Error", "ErrorObject"),
     ("Meta", "Meta"),
     ("ErrorEnvelope", "ErrorEnvelope"),
@@ -227,7 +240,10 @@ class Generator:
 
     def flatten(self, schema: Dict[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         """The properties (in order) and required names of an object schema, with its
-        `allOf` parts merged in."""
+        `allOf` parts merged in; of a `oneOf` of objects, every alternative's."""
+        alternatives = self.alternatives(schema)
+        if alternatives:
+            return self.merge(alternatives)
         properties: Dict[str, Any] = {}
         required: List[str] = []
         for part in schema.get("allOf", []):
@@ -239,6 +255,37 @@ class Generator:
         properties.update(schema.get("properties", {}))
         required += [r for r in schema.get("required", []) if r not in required]
         return properties, required
+
+    def alternatives(self, schema: Dict[str, Any]) -> List[Dict[str, Any]]:
+        """The object schemas a `oneOf` without properties of its own chooses from
+        (references followed); [] for any other schema."""
+        if "oneOf" not in schema or "properties" in schema:
+            return []
+        out = []
+        for option in schema["oneOf"]:
+            if isinstance(option, dict) and "$ref" in option:
+                option = self.schemas.get(self.ref_name(option["$ref"]), {})
+            if not isinstance(option, dict) or not ("properties" in option or self.alternatives(option)):
+                return []
+            out.append(option)
+        return out
+
+    def merge(self, alternatives: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], List[str]]:
+        """One class for several object schemas: every field, in order of first
+        appearance, required where every alternative requires it. A field whose
+        schemas differ is the union of their string constants, or else Any."""
+        found: Dict[str, List[Any]] = {}
+        needed: List[List[str]] = []
+        for option in alternatives:
+            properties, required = self.flatten(option)
+            needed.append(required)
+            for name, prop in properties.items():
+                found.setdefault(name, []).append(prop)
+        merged: Dict[str, Any] = {}
+        for name, schemas in found.items():
+            merged[name] = schemas[0] if all(s == schemas[0] for s in schemas) else merge_fields(schemas)
+        required = [n for n in found if all(n in r for r in needed)]
+        return merged, required
 
     # -- output --------------------------------------------------------------------
 
@@ -315,6 +362,27 @@ class Generator:
             lines.append(f'                "{attr}": {value},')
         lines += ["            },", "        )"]
         return "\n".join(lines) + "\n"
+
+
+def merge_fields(schemas: List[Any]) -> Dict[str, Any]:
+    """One schema for a field that differs between the alternatives of a `oneOf`:
+    the union of their string constants and enums (a message's `role`), or any
+    value, described by the first description."""
+    values: List[str] = []
+    for schema in schemas:
+        if not isinstance(schema, dict):
+            break
+        if isinstance(schema.get("const"), str):
+            more = [schema["const"]]
+        elif schema.get("type") == "string" and isinstance(schema.get("enum"), list):
+            more = schema["enum"]
+        else:
+            break
+        values += [v for v in more if v not in values]
+    else:
+        return {"type": "string", "enum": values}
+    described = [s["description"] for s in schemas if isinstance(s, dict) and s.get("description")]
+    return {"description": described[0]} if described else {}
 
 
 def literal_alias(name: str, values: List[Any]) -> List[str]:

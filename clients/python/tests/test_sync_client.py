@@ -63,31 +63,41 @@ GET_WEATHER: Dict[str, Any] = {
 
 
 def test_chat_tool_call_round_trip(test_mode: Taskgate) -> None:
-    # Test mode answers a forced tool with a call whose arguments follow its parameters.
-    messages: List[Dict[str, Any]] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    # Test mode answers a forced tool with a call whose arguments follow its parameters;
+    # the chat kind's input and output are the generated models.
+    tool = taskgate.ChatTool(**GET_WEATHER)
+    messages = [taskgate.ChatMessage(role="user", content="What is the weather in Paris?")]
     task = test_mode.call(
         "chat",
-        {"messages": messages, "tools": [GET_WEATHER], "tool_choice": {"name": "get_weather"}},
+        taskgate.ChatInput(messages=messages, tools=[tool], tool_choice={"name": "get_weather"}),
     )
     assert task.status == "succeeded" and task.mode == "test"
     assert task.output is not None
-    assert task.output["finish_reason"] == "tool_calls"
-    [call] = task.output["tool_calls"]
-    assert call["name"] == "get_weather"
-    assert isinstance(call["id"], str) and call["id"]
-    assert isinstance(call["arguments"]["city"], str) and call["arguments"]["city"]
+    out = taskgate.ChatOutput.from_dict(task.output)
+    assert out.finish_reason == "tool_calls"
+    [call] = out.tool_calls
+    assert isinstance(call, taskgate.ChatToolCall)
+    assert call.name == "get_weather"
+    assert isinstance(call.id, str) and call.id
+    assert isinstance(call.arguments["city"], str) and call.arguments["city"]
 
     # The call and the tool's result go back; the answer is text.
     messages += [
-        {"role": "assistant", "tool_calls": task.output["tool_calls"]},
-        {"role": "tool", "tool_call_id": call["id"], "content": '{"temp_c": 21}'},
+        taskgate.ChatMessage(role="assistant", tool_calls=out.tool_calls),
+        taskgate.ChatMessage(role="tool", tool_call_id=call.id, content='{"temp_c": 21}'),
     ]
-    answer = test_mode.call("chat", {"messages": messages, "tools": [GET_WEATHER]})
+    answer = test_mode.call("chat", taskgate.ChatInput(messages=messages, tools=[tool]))
     assert answer.status == "succeeded", answer.error
     assert answer.output is not None
-    assert isinstance(answer.output["text"], str) and answer.output["text"]
-    assert answer.output["tool_calls"] == []
-    assert answer.output["finish_reason"] == "stop"
+    final = taskgate.ChatOutput.from_dict(answer.output)
+    assert isinstance(final.text, str) and final.text
+    assert final.tool_calls == []
+    assert final.finish_reason == "stop"
+    # What went up is what the wire has: the task's input, as the server stored it.
+    sent = test_mode.tasks.get(answer.id).input
+    assert sent["messages"][1] == {"role": "assistant", "tool_calls": [call.to_dict()]}
+    assert sent["messages"][2] == {"role": "tool", "tool_call_id": call.id, "content": '{"temp_c": 21}'}
+
 
 def test_call_async_then_wait(test_mode: Taskgate) -> None:
     task = test_mode.call("sentiment", {"text": "hi"}, mode="async", sandbox={"delay_ms": 800})

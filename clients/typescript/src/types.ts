@@ -57,6 +57,32 @@ export type Metadata = Schemas["Metadata"];
 /** The error envelope of every failed request. */
 export type ErrorEnvelope = Schemas["ErrorEnvelope"];
 
+/**
+ * The input of an API of kind `chat` (any chat API of your server): `messages`, and optionally
+ * `tools`, `tool_choice`, `response_format`, `reasoning`, `max_tokens`, … Pass it as `input`.
+ */
+export type ChatInput = Schemas["ChatInput"];
+/** The output of a chat task: `{ text, tool_calls, json?, reasoning?, finish_reason, model }`. */
+export type ChatOutput = Schemas["ChatOutput"];
+/** A message of a chat conversation, by `role`: `system`, `user`, `assistant` or `tool`. */
+export type ChatMessage = Schemas["ChatMessage"];
+/** A part of a user message's content: text, an image or a document. */
+export type ChatContentPart = Schemas["ChatContentPart"];
+/** A tool (function) the model may call: `{ name, description?, parameters? }`. */
+export type ChatTool = Schemas["ChatTool"];
+/** A call of a tool by the model: `{ id, name, arguments }` (`arguments` an object). */
+export type ChatToolCall = Schemas["ChatToolCall"];
+/** `"auto"`, `"none"`, `"required"` or `{ name }`. */
+export type ChatToolChoice = Schemas["ChatToolChoice"];
+/** The reply's form: `{ type: "text" | "json_object" }` or `{ type: "json_schema", name, schema, strict? }`. */
+export type ChatResponseFormat = Schemas["ChatResponseFormat"];
+/** Reasoning before the answer: `{ effort }` or `{ max_tokens }`. */
+export type ChatReasoning = Schemas["ChatReasoning"];
+/** The data of a stream's `tool_call` event: a fragment of a tool call. */
+export type StreamToolCall = Schemas["StreamToolCall"];
+export type StreamReasoning = Schemas["StreamReasoning"];
+export type ChatReasoningDetail = Schemas["ChatReasoningDetail"];
+
 /** The terminal statuses: a task in one of them never changes again. */
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ["succeeded", "failed", "cancelled"];
 

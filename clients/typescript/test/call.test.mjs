@@ -94,8 +94,10 @@ test("the rate-limit headers of the last answer are readable from the client", a
 });
 
 test("a chat tool call round trip: a forced call, then its result sent back for a text answer", async () => {
-  // Test mode answers a forced tool with a call whose arguments follow its parameters.
+  // Test mode answers a forced tool with a call whose arguments follow its parameters. The
+  // chat kind's types are the generated ChatTool, ChatMessage and ChatOutput (see the README).
   const tg = new Taskgate({ apiKey: env.testKey });
+  /** @type {import("../dist/index.js").ChatTool} */
   const getWeather = {
     name: "get_weather",
     description: "The current weather in a city",
@@ -105,16 +107,18 @@ test("a chat tool call round trip: a forced call, then its result sent back for 
       required: ["city"],
     },
   };
+  /** @type {import("../dist/index.js").ChatMessage[]} */
   const messages = [{ role: "user", content: "What is the weather in Paris?" }];
-  const t = await tg.call({
-    api: "chat",
-    input: { messages, tools: [getWeather], tool_choice: { name: "get_weather" } },
-  });
+  /** @type {import("../dist/index.js").ChatInput} */
+  const input = { messages, tools: [getWeather], tool_choice: { name: "get_weather" } };
+  const t = await tg.call({ api: "chat", input });
   assert.equal(t.status, "succeeded");
   assert.equal(t.mode, "test");
-  assert.equal(t.output.finish_reason, "tool_calls");
-  assert.equal(t.output.tool_calls.length, 1);
-  const [call] = t.output.tool_calls;
+  /** @type {import("../dist/index.js").ChatOutput} */
+  const output = t.output;
+  assert.equal(output.finish_reason, "tool_calls");
+  assert.equal(output.tool_calls.length, 1);
+  const [call] = output.tool_calls;
   assert.equal(call.name, "get_weather");
   assert.equal(typeof call.id, "string");
   assert.ok(call.id);
@@ -122,13 +126,15 @@ test("a chat tool call round trip: a forced call, then its result sent back for 
   assert.ok(call.arguments.city);
 
   messages.push(
-    { role: "assistant", tool_calls: t.output.tool_calls },
+    { role: "assistant", tool_calls: output.tool_calls },
     { role: "tool", tool_call_id: call.id, content: '{"temp_c": 21}' },
   );
   const answer = await tg.call({ api: "chat", input: { messages, tools: [getWeather] } });
   assert.equal(answer.status, "succeeded", JSON.stringify(answer.error));
-  assert.equal(typeof answer.output.text, "string");
-  assert.ok(answer.output.text);
-  assert.deepEqual(answer.output.tool_calls, []);
-  assert.equal(answer.output.finish_reason, "stop");
+  /** @type {import("../dist/index.js").ChatOutput} */
+  const final = answer.output;
+  assert.equal(typeof final.text, "string");
+  assert.ok(final.text);
+  assert.deepEqual(final.tool_calls, []);
+  assert.equal(final.finish_reason, "stop");
 });

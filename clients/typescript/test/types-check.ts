@@ -10,6 +10,10 @@ import Taskgate, {
   WaitTimeoutError,
   type Api,
   type ApiDetail,
+  type ChatInput,
+  type ChatMessage,
+  type ChatOutput,
+  type ChatTool,
   type ApiInput,
   type Page,
   type RateLimitInfo,
@@ -124,28 +128,41 @@ async function user(): Promise<void> {
 }
 void user;
 
-// The README's "Tool calls" example.
-interface ToolCall { id: string; name: string; arguments: Record<string, unknown> }
-interface ChatOutput { text: string; tool_calls: ToolCall[]; finish_reason: string }
+// The README's "Tool calls" example, with the generated chat types.
 declare function weatherIn(city: string): Promise<{ temp_c: number }>;
 async function toolCalls(tg: Taskgate): Promise<void> {
-  const getWeather = {
+  const getWeather: ChatTool = {
     name: "get_weather",
     description: "The current weather in a city",
     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
   };
-  const messages: Record<string, unknown>[] = [{ role: "user", content: "What is the weather in Paris?" }];
+  const messages: ChatMessage[] = [{ role: "user", content: "What is the weather in Paris?" }];
   const first = await tg.call({
     api: "chat",
     input: { messages, tools: [getWeather], tool_choice: { name: "get_weather" } },
   });
-  const { tool_calls } = first.output as unknown as ChatOutput; // finish_reason "tool_calls"
+  const { tool_calls } = first.output as ChatOutput; // finish_reason "tool_calls"
   messages.push({ role: "assistant", tool_calls });
   for (const call of tool_calls) {
-    const result = await weatherIn(String(call.arguments.city)); // your tool, e.g. { temp_c: 21 }
+    const result = await weatherIn(String(call.arguments["city"])); // your tool, e.g. { temp_c: 21 }
     messages.push({ role: "tool", tool_call_id: call.id, content: JSON.stringify(result) });
   }
   const answer = await tg.call({ api: "chat", input: { messages, tools: [getWeather] } });
-  console.log((answer.output as unknown as ChatOutput).text);
+  console.log((answer.output as ChatOutput).text);
 }
 void toolCalls;
+
+// A ChatInput is an input; what the kind refuses, the type refuses too.
+const chatInput: ChatInput = {
+  messages: [
+    { role: "system", content: "Be brief." },
+    { role: "user", content: [{ type: "text", text: "What is this?" }, { type: "image", url: "https://example.com/a.png" }] },
+  ],
+  tool_choice: "auto",
+  response_format: { type: "json_schema", name: "answer", schema: { type: "object" } },
+  reasoning: { effort: "low" },
+};
+void chatInput;
+// @ts-expect-error: a tool message names the call it answers
+const noCallId: ChatMessage = { role: "tool", content: "21" };
+void noCallId;

@@ -1,8 +1,9 @@
 //! The OpenAPI 3.1 document, generated from the wire types (`wire`), the
-//! documented operations (`paths`) and the live catalog (each API's input
-//! and output schema is added as a component), and the `/docs` page that
-//! renders it. What the attributes cannot say is added as JSON: each API's
-//! POST /call body (`call`) and the rest (`exact`).
+//! documented operations (`paths`), the live catalog (each API's input
+//! and output schema is added as a component) and the chat kind's input and
+//! output (`chat`: components whatever the catalog), and the `/docs` page
+//! that renders it. What the attributes cannot say is added as JSON: each
+//! API's POST /call body (`call`) and the rest (`exact`).
 //!
 //! The wire types are the documented shape of what `views.rs` and the
 //! handlers write; the black-box tests check both against each other.
@@ -10,6 +11,7 @@
 #![allow(dead_code)] // the doc-only functions exist for their attributes
 
 mod call;
+mod chat;
 mod exact;
 mod paths;
 mod wire;
@@ -22,7 +24,7 @@ use utoipa::OpenApi;
 
 use crate::catalog::{ApiView, Catalog};
 use call::{call_body, call_request_body, metadata_schema, sandbox_schema};
-use exact::{exact, stream_event_schema, task_links};
+use exact::{exact, stream_data_schemas, stream_event_schema, task_links};
 use paths::ApiDoc;
 
 /// Whom a document is for. A reader without a key sees every API and the
@@ -47,7 +49,8 @@ impl Audience<'_> {
 
 /// The document served at `/api/v1/openapi.json` for `audience`, with each
 /// visible API's schemas as components `<slug>.input` and `<slug>.output`
-/// and its POST /call body as `<slug>.call`.
+/// and its POST /call body as `<slug>.call`, and the chat kind's input,
+/// output and stream events' data as `ChatInput`, `ChatOutput`, … (always).
 pub fn document(catalog: &Catalog, audience: Audience<'_>) -> Vec<u8> {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
     let entries: Vec<_> = catalog
@@ -65,6 +68,8 @@ pub fn document(catalog: &Catalog, audience: Audience<'_>) -> Vec<u8> {
             schemas.insert(format!("{}.output", s.slug), s.output_schema.clone());
             schemas.insert(format!("{}.call", s.slug), call_body(entry, audience));
         }
+        schemas.extend(chat::components());
+        schemas.extend(stream_data_schemas());
         schemas.insert("Metadata".into(), metadata_schema());
         if audience.may_send_sandbox() {
             schemas.insert("Sandbox".into(), sandbox_schema());

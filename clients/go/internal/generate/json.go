@@ -150,3 +150,34 @@ func (n *node) lookup(pointer string) (*node, error) {
 	}
 	return cur, nil
 }
+
+// equal reports whether two nodes are the same JSON value.
+func equal(a, b *node) bool {
+	switch {
+	case a == nil || b == nil:
+		return a == b
+	case a.isArr != b.isArr, (a.fields == nil) != (b.fields == nil):
+		return false
+	case a.isArr:
+		if len(a.items) != len(b.items) {
+			return false
+		}
+		for i := range a.items {
+			if !equal(a.items[i], b.items[i]) {
+				return false
+			}
+		}
+		return true
+	case a.fields != nil:
+		if len(a.fields) != len(b.fields) {
+			return false
+		}
+		for k, v := range a.fields {
+			if !equal(v, b.fields[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return fmt.Sprint(a.scalar) == fmt.Sprint(b.scalar) && fmt.Sprintf("%T", a.scalar) == fmt.Sprintf("%T", b.scalar)
+}

@@ -5,6 +5,12 @@
 // Only the schemas the client needs are generated: they are listed below,
 // each with its Go name. The output is sorted and gofmt'ed, and depends on
 // nothing but the document, so running it again gives the same bytes.
+//
+// A `oneOf` of objects (a chat message, whatever its role) becomes one
+// struct with every alternative's fields, required where all require them;
+// a field whose schemas differ between them is a string when they are all
+// string constants (`role`), else `any`. An optional boolean, number or
+// struct is a pointer, so that false and 0 are sent and a struct left out.
 package main
 
 import (
@@ -50,6 +56,17 @@ var structs = []structSpec{
 	{"Error", "ErrorBody", "is the `error` member of an ErrorEnvelope."},
 	{"Meta", "Meta", "is the `meta` member of every answer."},
 	{"Sandbox", "Sandbox", "controls the simulated outcome of a test-mode call (test keys only)."},
+	{"ChatInput", "ChatInput", "is the input of an API of kind chat: pass it as CallParams.Input."},
+	{"ChatMessage", "ChatMessage", "is a message of a chat conversation; Role says which fields it has: system, user (text, images, documents), assistant (text, tool calls) or tool (a tool's result)."},
+	{"ChatContentPart", "ChatContentPart", "is a part of a message's content: text, an image or a document, told apart by Type."},
+	{"ChatTool", "ChatTool", "is a tool (function) a chat model may call."},
+	{"ChatToolCall", "ChatToolCall", "is a call of a tool by a chat model: answer it with a tool message naming its ID."},
+	{"ChatResponseFormat", "ChatResponseFormat", "is the form of a chat reply: text, a JSON object, or JSON valid for a schema."},
+	{"ChatReasoning", "ChatReasoning", "lets a chat model reason before answering: an Effort or a budget of MaxTokens."},
+	{"ChatOutput", "ChatOutput", "is the output of a task of an API of kind chat: read it with Task.DecodeOutput."},
+	{"ChatReasoningDetail", "ChatReasoningDetail", "is the provider's own record of a piece of a chat model's reasoning: send it back unchanged in the assistant message that repeats the reply."},
+	{"StreamToolCall", "StreamToolCall", "is the data of a tool_call stream event: a fragment of a tool call of a chat task."},
+	{"StreamReasoning", "StreamReasoning", "is the data of a reasoning stream event: a piece of a chat task's reasoning, or (Text empty) the provider's Signature over it or a Redacted block."},
 }
 
 var enums = []enumSpec{
@@ -58,6 +75,8 @@ var enums = []enumSpec{
 	{"/components/schemas/Sandbox/properties/outcome", "SandboxOutcome", "is the simulated outcome of a test-mode call."},
 	{"/components/schemas/Sandbox/properties/error_code", "SandboxErrorCode", "is the error code of a test-mode call simulated to fail."},
 	{"/paths/~1api~1v1~1tasks/get/parameters/name=page/schema/properties/order", "Order", "is the order of a task listing, by creation time."},
+	{"/components/schemas/ChatOutput/properties/finish_reason", "ChatFinishReason", "is why a chat model stopped."},
+	{"/components/schemas/ChatReasoning/oneOf/0/properties/effort", "ChatEffort", "is how much a chat model reasons."},
 }
 
 // fieldTypes overrides the Go type of a few fields: RFC 3339 timestamps that
@@ -138,6 +157,27 @@ var fieldDocs = map[string]string{
 	"Usage.input_tokens":          "Input tokens, where the API counts them.",
 	"Usage.output_tokens":         "Output tokens, where the API counts them.",
 	"Usage.units":                 "Units billed: one per call, or one per image.",
+	"ChatMessage.content":         "A string, or parts ([]ChatContentPart; images and documents in user messages only). Required but in assistant messages with tool calls.",
+	"ChatMessage.role":            "`system`, `user`, `assistant` or `tool`.",
+	"ChatMessage.tool_call_id":    "In a tool message: the ID of the ChatToolCall it answers.",
+	"ChatContentPart.type":        "`text`, `image` or `document`.",
+	"ChatContentPart.text":        "The text of a `text` part.",
+	"ChatContentPart.url":         "Where an image or document is (or Data and MediaType).",
+	"ChatContentPart.data":        "An image or document inline, base64.",
+	"ChatContentPart.media_type":  "The type of an image or document, e.g. `image/png`, `application/pdf`.",
+	"ChatTool.name":               "The tool's name, as the model calls it.",
+	"ChatResponseFormat.type":     "`text`, `json_object` or `json_schema`.",
+	"ChatReasoning.max_tokens":    "A budget of reasoning tokens.",
+	"ChatInput.temperature":       "Sampling temperature, 0 to 2.",
+	"ChatInput.top_p":             "Nucleus sampling, 0 to 1.",
+	"ChatInput.stop":              "Up to 4 sequences that end the reply.",
+	"StreamToolCall.index":        "Which tool call of the output the fragment belongs to.",
+	"ChatMessage.tool_calls":      "In an assistant message: the tool calls it made (a ChatOutput's ToolCalls).",
+	"ChatToolCall.name":           "The name of the tool called.",
+	"ChatInput.tool_choice":       "Whether and which tool the model calls: \"auto\" (the default), \"none\", \"required\", or map[string]any{\"name\": …} for that tool.",
+	"ChatInput.reasoning":         "Lets the model reason before answering.",
+	"ChatInput.response_format":   "The reply's form; the parsed reply is ChatOutput.JSON.",
+	"ChatReasoning.effort":        "How much to reason: low, medium or high.",
 }
 
 func main() {
@@ -229,11 +269,129 @@ func (g *generator) structDecl(s structSpec) (string, error) {
 	var b strings.Builder
 	writeComment(&b, "", s.name+" "+s.doc+" (Schema `"+s.schema+"`.)")
 	fmt.Fprintf(&b, "type %s struct {\n", s.name)
-	if err := g.fields(&b, s.schema, schema, ptr); err != nil {
+	if alts, err := g.alternatives(schema, ptr); err != nil {
+		return "", err
+	} else if alts != nil {
+		err = g.mergedFields(&b, s.schema, alts)
+		if err != nil {
+			return "", err
+		}
+	} else if err := g.fields(&b, s.schema, schema, ptr); err != nil {
 		return "", err
 	}
 	b.WriteString("}\n")
 	return b.String(), nil
+}
+
+// isStruct reports whether typ is one of the generated structs.
+func (g *generator) isStruct(typ string) bool {
+	for _, s := range structs {
+		if s.name == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// alternative is one object schema of a oneOf, with its JSON pointer.
+type alternative struct {
+	schema *node
+	ptr    string
+}
+
+// alternatives returns the object schemas of a oneOf without properties of
+// its own (references followed), or nil for any other schema.
+func (g *generator) alternatives(schema *node, ptr string) ([]alternative, error) {
+	one := schema.get("oneOf")
+	if one == nil || schema.get("properties") != nil {
+		return nil, nil
+	}
+	var out []alternative
+	for i, a := range one.items {
+		alt := alternative{a, fmt.Sprintf("%s/oneOf/%d", ptr, i)}
+		if ref := a.get("$ref").str(); ref != "" {
+			target, err := g.doc.lookup(strings.TrimPrefix(ref, "#"))
+			if err != nil {
+				return nil, err
+			}
+			alt = alternative{target, strings.TrimPrefix(ref, "#")}
+		}
+		if alt.schema.get("properties") == nil {
+			return nil, nil
+		}
+		out = append(out, alt)
+	}
+	return out, nil
+}
+
+// mergedFields writes one struct's fields for the alternatives of a oneOf.
+func (g *generator) mergedFields(b *strings.Builder, schemaName string, alts []alternative) error {
+	type field struct {
+		schemas  []*node
+		ptrs     []string
+		required int
+	}
+	var order []string
+	found := map[string]*field{}
+	for _, alt := range alts {
+		required := map[string]bool{}
+		for _, r := range alt.schema.get("required").strings() {
+			required[r] = true
+		}
+		props := alt.schema.get("properties")
+		for _, name := range props.keys {
+			f, ok := found[name]
+			if !ok {
+				f = &field{}
+				found[name] = f
+				order = append(order, name)
+			}
+			f.schemas = append(f.schemas, props.fields[name])
+			f.ptrs = append(f.ptrs, alt.ptr+"/properties/"+escapePointer(name))
+			if required[name] {
+				f.required++
+			}
+		}
+	}
+	for _, name := range order {
+		f := found[name]
+		same := true
+		for _, s := range f.schemas[1:] {
+			same = same && equal(s, f.schemas[0])
+		}
+		var typ string
+		var nullable bool
+		var err error
+		switch {
+		case same:
+			typ, nullable, err = g.goType(f.schemas[0], f.ptrs[0])
+		case allStrings(f.schemas):
+			typ = "string"
+		default:
+			typ = "any"
+		}
+		if err != nil {
+			return fmt.Errorf("property %s: %w", name, err)
+		}
+		doc := ""
+		for _, s := range f.schemas {
+			if doc == "" {
+				doc = description(s)
+			}
+		}
+		g.writeField(b, schemaName, name, typ, nullable, f.required == len(alts), doc)
+	}
+	return nil
+}
+
+// allStrings reports whether every schema is a string constant or enum.
+func allStrings(schemas []*node) bool {
+	for _, s := range schemas {
+		if s.get("const").str() == "" && !(s.get("type").str() == "string" && s.get("enum") != nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // fields writes the fields of an object schema; an allOf member that is a
@@ -270,30 +428,39 @@ func (g *generator) fields(b *strings.Builder, schemaName string, schema *node, 
 		if err != nil {
 			return fmt.Errorf("property %s: %w", name, err)
 		}
-		if t, ok := fieldTypes[schemaName+"."+name]; ok {
-			typ = t
-		}
-		if nullable && !strings.HasPrefix(typ, "[]") && !strings.HasPrefix(typ, "map[") && typ != "any" {
-			typ = "*" + typ
-		}
-		if strings.Contains(typ, "time.") {
-			g.usesTime = true
-		}
-		tag := name
-		if !required[name] {
-			tag += ",omitempty"
-		}
-		doc := description(prop)
-		if doc == "" {
-			doc = fieldDocs[schemaName+"."+name]
-		}
-		if doc == "" {
-			doc = "The `" + name + "` field."
-		}
-		writeComment(b, "\t", doc)
-		fmt.Fprintf(b, "\t%s %s `json:\"%s\"`\n", goName(name), typ, tag)
+		g.writeField(b, schemaName, name, typ, nullable, required[name], description(prop))
 	}
 	return nil
+}
+
+// writeField writes one field of a struct, its doc comment first.
+func (g *generator) writeField(b *strings.Builder, schemaName, name, typ string, nullable, required bool, doc string) {
+	if t, ok := fieldTypes[schemaName+"."+name]; ok {
+		typ = t
+	}
+	// An optional false or 0 must be sent, and an optional struct left out:
+	// only a nil pointer is.
+	if !required && (typ == "bool" || typ == "float64" || g.isStruct(typ)) {
+		nullable = true
+	}
+	if nullable && !strings.HasPrefix(typ, "[]") && !strings.HasPrefix(typ, "map[") && typ != "any" {
+		typ = "*" + typ
+	}
+	if strings.Contains(typ, "time.") {
+		g.usesTime = true
+	}
+	tag := name
+	if !required {
+		tag += ",omitempty"
+	}
+	if doc == "" {
+		doc = fieldDocs[schemaName+"."+name]
+	}
+	if doc == "" {
+		doc = "The `" + name + "` field."
+	}
+	writeComment(b, "\t", doc)
+	fmt.Fprintf(b, "\t%s %s `json:\"%s\"`\n", goName(name), typ, tag)
 }
 
 // goType returns the Go type of a schema and whether it may be null.
@@ -302,11 +469,18 @@ func (g *generator) goType(schema *node, ptr string) (string, bool, error) {
 		return name, isNullable(schema), nil
 	}
 	if ref := schema.get("$ref").str(); ref != "" {
-		name, ok := g.byPointer[strings.TrimPrefix(ref, "#")]
-		if !ok {
-			return "", false, fmt.Errorf("%s refers to %s, which is not in the generator's list", ptr, ref)
+		target := strings.TrimPrefix(ref, "#")
+		if name, ok := g.byPointer[target]; ok {
+			return name, false, nil
 		}
-		return name, false, nil
+		// A schema outside the list is its plain Go type, unless it is a
+		// struct of its own, which must be listed.
+		if t, err := g.doc.lookup(target); err == nil && t.get("properties") == nil {
+			if alts, _ := g.alternatives(t, target); alts == nil {
+				return g.goType(t, target)
+			}
+		}
+		return "", false, fmt.Errorf("%s refers to %s, which is not in the generator's list", ptr, ref)
 	}
 	for _, k := range []string{"oneOf", "anyOf"} {
 		alts := schema.get(k)
@@ -338,6 +512,9 @@ func (g *generator) goType(schema *node, ptr string) (string, bool, error) {
 		} else {
 			return "any", nullable, nil // several types: nothing better
 		}
+	}
+	if base == "" && schema.get("const").str() != "" {
+		base = "string"
 	}
 	switch base {
 	case "string":

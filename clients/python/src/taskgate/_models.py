@@ -479,12 +479,322 @@ class Sandbox(_Model):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class ChatInput(_Model):
+    """The input of every API of kind `chat`: a chat API's POST /call `input` is a ChatInput
+    (its `<slug>.input` component is this schema). Documents and clients that know no chat
+    API still have it, from the kind itself.
+    """
+
+    # The conversation so far. `system` messages give instructions; a `tool` message gives the
+    # result of a tool call an earlier `assistant` message made.
+    messages: List[ChatMessage]
+    # Penalizes tokens by how often they have appeared (OpenAI and compatibles, Gemini; Anthropic
+    # takes 0 only).
+    frequency_penalty: Optional[float] = None
+    # Most tokens to generate for the answer; with `reasoning`, the reasoning's budget comes on
+    # top.
+    max_tokens: Optional[int] = None
+    # Provider-specific request fields, merged into the upstream request body as they are (see the
+    # API reference).
+    options: Optional[Dict[str, Any]] = None
+    # Whether the model may call several tools in one reply (the provider's default when left out).
+    parallel_tool_calls: Optional[bool] = None
+    # Penalizes tokens that have appeared at all (OpenAI and compatibles, Gemini; Anthropic takes 0
+    # only).
+    presence_penalty: Optional[float] = None
+    reasoning: Optional[ChatReasoning] = None
+    response_format: Optional[ChatResponseFormat] = None
+    # Asks for the same answer to the same input, as far as the provider can (OpenAI and
+    # compatibles, Gemini; Anthropic has none).
+    seed: Optional[int] = None
+    stop: Optional[List[str]] = None
+    temperature: Optional[float] = None
+    tool_choice: Any = None
+    # Tools (functions) the model may call. Names are unique.
+    tools: Optional[List[ChatTool]] = None
+    top_p: Optional[float] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatInput":
+        return cls._read(
+            data,
+            {
+                "messages": _many(ChatMessage, data.get("messages")),
+                "frequency_penalty": data.get("frequency_penalty"),
+                "max_tokens": data.get("max_tokens"),
+                "options": data.get("options"),
+                "parallel_tool_calls": data.get("parallel_tool_calls"),
+                "presence_penalty": data.get("presence_penalty"),
+                "reasoning": _one(ChatReasoning, data.get("reasoning")),
+                "response_format": _one(ChatResponseFormat, data.get("response_format")),
+                "seed": data.get("seed"),
+                "stop": data.get("stop"),
+                "temperature": data.get("temperature"),
+                "tool_choice": data.get("tool_choice"),
+                "tools": _many(ChatTool, data.get("tools")),
+                "top_p": data.get("top_p"),
+            },
+        )
+
+
+ChatMessageRole = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatMessage(_Model):
+    """A message of the conversation, told apart by `role`: `system`, `user`, `assistant` or
+    `tool`.
+    """
+
+    role: ChatMessageRole
+    content: Any = None
+    # The provider's own record of the model's reasoning (Anthropic's signed thinking blocks,
+    # Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message
+    # that repeats this reply: a provider that requires it (Anthropic with thinking and tools,
+    # Gemini 3 with function calls) refuses a tool loop without it.
+    reasoning_details: Optional[List[ChatReasoningDetail]] = None
+    tool_calls: Optional[List[ChatToolCall]] = None
+    tool_call_id: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatMessage":
+        return cls._read(
+            data,
+            {
+                "role": data.get("role"),
+                "content": data.get("content"),
+                "reasoning_details": _many(ChatReasoningDetail, data.get("reasoning_details")),
+                "tool_calls": _many(ChatToolCall, data.get("tool_calls")),
+                "tool_call_id": data.get("tool_call_id"),
+            },
+        )
+
+
+ChatContentPartType = Literal["text", "image", "document"]
+
+
+ChatContentPartMediaType = Literal[
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "application/pdf",
+    "text/plain",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatContentPart(_Model):
+    """A part of a user message's content: text, an image or a document, told apart by `type`."""
+
+    type: ChatContentPartType
+    text: Optional[str] = None
+    data: Optional[str] = None
+    media_type: Optional[ChatContentPartMediaType] = None
+    url: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatContentPart":
+        return cls._read(
+            data,
+            {
+                "type": data.get("type"),
+                "text": data.get("text"),
+                "data": data.get("data"),
+                "media_type": data.get("media_type"),
+                "url": data.get("url"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatTool(_Model):
+    """A tool (function) the model may call."""
+
+    name: str
+    # What the tool does, for the model.
+    description: Optional[str] = None
+    # The arguments' JSON Schema, an object schema.
+    parameters: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatTool":
+        return cls._read(
+            data,
+            {
+                "name": data.get("name"),
+                "description": data.get("description"),
+                "parameters": data.get("parameters"),
+            },
+        )
+
+
+ChatResponseFormatType = Literal["text", "json_object", "json_schema"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatResponseFormat(_Model):
+    """The reply's form: `text` (the default), `json_object` (a JSON object) or `json_schema`
+    (JSON valid for `schema`). The parsed reply is the output's `json`.
+    """
+
+    type: ChatResponseFormatType
+    # The schema's name.
+    name: Optional[str] = None
+    # The JSON Schema the reply follows.
+    schema: Optional[Dict[str, Any]] = None
+    # Whether the provider must follow the schema exactly, where it can.
+    strict: Optional[bool] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatResponseFormat":
+        return cls._read(
+            data,
+            {
+                "type": data.get("type"),
+                "name": data.get("name"),
+                "schema": data.get("schema"),
+                "strict": data.get("strict"),
+            },
+        )
+
+
+ChatReasoningEffort = Literal["low", "medium", "high"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatReasoning(_Model):
+    """Let the model reason before answering: an `effort`, or a budget of `max_tokens` (each
+    provider takes the one it knows: effort low, medium, high is a budget of 1024, 4096,
+    16384 tokens; a budget is the nearest effort).
+    """
+
+    effort: Optional[ChatReasoningEffort] = None
+    max_tokens: Optional[int] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatReasoning":
+        return cls._read(
+            data,
+            {
+                "effort": data.get("effort"),
+                "max_tokens": data.get("max_tokens"),
+            },
+        )
+
+
+ChatOutputFinishReason = Literal["stop", "length", "content_filter", "tool_calls", "other"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatOutput(_Model):
+    """The output of a task of an API of kind `chat` (the task's `output`, and the `done` stream
+    event's task's): text, tool calls or both, with the finish reason and the answering
+    model.
+    """
+
+    # The generated reply (empty when the model only called tools).
+    text: str
+    # The tools the model calls, in order: answer each with a `tool` message.
+    tool_calls: List[ChatToolCall]
+    # `stop` (done), `length` (`max_tokens` reached), `content_filter`, `tool_calls` (the model
+    # waits for tool results), `other`.
+    finish_reason: ChatOutputFinishReason
+    # The model that answered, as the provider names it.
+    model: str
+    # The reply parsed, when a JSON `response_format` was asked and the text is JSON.
+    json: Any = None
+    # The model's reasoning, when the provider returns it.
+    reasoning: Optional[str] = None
+    # The provider's own record of the model's reasoning (Anthropic's signed thinking blocks,
+    # Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message
+    # that repeats this reply: a provider that requires it (Anthropic with thinking and tools,
+    # Gemini 3 with function calls) refuses a tool loop without it.
+    reasoning_details: Optional[List[ChatReasoningDetail]] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatOutput":
+        return cls._read(
+            data,
+            {
+                "text": data.get("text"),
+                "tool_calls": _many(ChatToolCall, data.get("tool_calls")),
+                "finish_reason": data.get("finish_reason"),
+                "model": data.get("model"),
+                "json": data.get("json"),
+                "reasoning": data.get("reasoning"),
+                "reasoning_details": _many(ChatReasoningDetail, data.get("reasoning_details")),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatToolCall(_Model):
+    """A call of a tool by the model (in `ChatOutput.tool_calls`, and sent back in an assistant
+    message): answer it with a `tool` message naming its `id`.
+    """
+
+    # The call's id, which the `tool` message answering it names.
+    id: str
+    name: str
+    # The arguments, valid for the tool's `parameters` as the model understood them.
+    arguments: Dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatToolCall":
+        return cls._read(
+            data,
+            {
+                "id": data.get("id"),
+                "name": data.get("name"),
+                "arguments": data.get("arguments"),
+            },
+        )
+
+
+ChatReasoningDetailFormat = Literal["anthropic", "gemini"]
+
+
+ChatReasoningDetailType = Literal["thinking", "redacted", "tool_call_signature"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatReasoningDetail(_Model):
+    """The provider's own record of a piece of the model's reasoning (in
+    `ChatOutput.reasoning_details`, sent back unchanged in the assistant message that repeats
+    the reply), told apart by `type`: `thinking`, `redacted` or `tool_call_signature`.
+    """
+
+    # The family whose wire format this is: sent back to that family only.
+    format: ChatReasoningDetailFormat
+    type: ChatReasoningDetailType
+    signature: Optional[str] = None
+    text: Optional[str] = None
+    data: Optional[str] = None
+    tool_call_id: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatReasoningDetail":
+        return cls._read(
+            data,
+            {
+                "format": data.get("format"),
+                "type": data.get("type"),
+                "signature": data.get("signature"),
+                "text": data.get("text"),
+                "data": data.get("data"),
+                "tool_call_id": data.get("tool_call_id"),
+            },
+        )
+
+
 StreamEventType = Literal["delta", "reasoning", "tool_call", "done", "expired"]
 
 
 @dataclasses.dataclass(frozen=True)
 class StreamDelta(_Model):
-    """The `StreamDelta` object."""
+    """The data of a `delta` event: a piece of a chat task's text."""
 
     text: str
 
@@ -494,6 +804,56 @@ class StreamDelta(_Model):
             data,
             {
                 "text": data.get("text"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamReasoning(_Model):
+    """The data of a `reasoning` event: a piece of a chat task's reasoning; or, with `text`
+    empty, the provider's `signature` over the reasoning so far, or a block it gives
+    encrypted only (`redacted`).
+    """
+
+    text: str
+    redacted: Optional[str] = None
+    signature: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StreamReasoning":
+        return cls._read(
+            data,
+            {
+                "text": data.get("text"),
+                "redacted": data.get("redacted"),
+                "signature": data.get("signature"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamToolCall(_Model):
+    """The data of a `tool_call` event: a fragment of the tool call at `index` of a chat task's
+    output (`ChatToolCall`).
+    """
+
+    index: int
+    # The fragments of an index joined are the call's arguments as JSON text.
+    arguments_delta: str
+    # On the first fragment of an index only.
+    id: Optional[str] = None
+    # On the first fragment of an index only.
+    name: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StreamToolCall":
+        return cls._read(
+            data,
+            {
+                "index": data.get("index"),
+                "arguments_delta": data.get("arguments_delta"),
+                "id": data.get("id"),
+                "name": data.get("name"),
             },
         )
 
@@ -572,6 +932,23 @@ __all__ = [
     "ApiLimits",
     "ApiList",
     "ApiSummary",
+    "ChatContentPart",
+    "ChatContentPartMediaType",
+    "ChatContentPartType",
+    "ChatInput",
+    "ChatMessage",
+    "ChatMessageRole",
+    "ChatOutput",
+    "ChatOutputFinishReason",
+    "ChatReasoning",
+    "ChatReasoningDetail",
+    "ChatReasoningDetailFormat",
+    "ChatReasoningDetailType",
+    "ChatReasoningEffort",
+    "ChatResponseFormat",
+    "ChatResponseFormatType",
+    "ChatTool",
+    "ChatToolCall",
     "ErrorEnvelope",
     "ErrorObject",
     "Meta",
@@ -581,6 +958,8 @@ __all__ = [
     "SandboxOutcome",
     "StreamDelta",
     "StreamEventType",
+    "StreamReasoning",
+    "StreamToolCall",
     "Task",
     "TaskAttempt",
     "TaskDetails",

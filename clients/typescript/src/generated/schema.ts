@@ -148,7 +148,9 @@ export interface paths {
          * Follow a task's output as it is generated
          * @description Server-Sent Events, in the order generated: `event: delta` with data `{"text": "…"}`
          *     for each piece of a chat task's text, `event: reasoning` (the same) for its
-         *     reasoning, `event: tool_call` with data `{index, id, name, arguments_delta}` for each
+         *     reasoning (with `"text": ""` and a `signature` where the provider signs the
+         *     reasoning so far, or `redacted` for a block it gives encrypted only),
+         *     `event: tool_call` with data `{index, id, name, arguments_delta}` for each
          *     fragment of a tool call (`id` and `name` on an index's first), then `event: done`
          *     with the task object, and the stream ends. A
          *     finished task answers with its `done` event at once. A key holds a limited number of
@@ -213,6 +215,181 @@ export interface components {
             provider: string;
             started_at: string;
             target: string;
+        };
+        /** @description A reply of the model's: text, tool calls, or both (leave out `content` rather than set it to null). */
+        ChatAssistantMessage: {
+            content?: string | components["schemas"]["ChatTextPart"][];
+            /** @description The provider's own record of the model's reasoning (Anthropic's signed thinking blocks, Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message that repeats this reply: a provider that requires it (Anthropic with thinking and tools, Gemini 3 with function calls) refuses a tool loop without it. */
+            reasoning_details?: components["schemas"]["ChatReasoningDetail"][];
+            /** @constant */
+            role: "assistant";
+            tool_calls?: components["schemas"]["ChatToolCall"][];
+        };
+        /** @description A part of a user message's content: text, an image or a document, told apart by `type`. */
+        ChatContentPart: components["schemas"]["ChatTextPart"] | components["schemas"]["ChatImagePart"] | components["schemas"]["ChatDocumentPart"];
+        /** @description A document, inline (`data`, base64, with its `media_type`) or at a public `url` (its `media_type` given or told by the extension). Which types a provider reads differs: see the API reference. */
+        ChatDocumentPart: {
+            data?: string;
+            /** @enum {string} */
+            media_type?: "application/pdf" | "text/plain";
+            /** @constant */
+            type: "document";
+            /** Format: uri */
+            url?: string;
+        };
+        /** @description An image, inline (`data`, base64, with its `media_type`) or at a public `url`. */
+        ChatImagePart: {
+            data?: string;
+            /** @enum {string} */
+            media_type?: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+            /** @constant */
+            type: "image";
+            /** Format: uri */
+            url?: string;
+        };
+        /** @description The input of every API of kind `chat`: a chat API's POST /call `input` is a ChatInput (its `<slug>.input` component is this schema). Documents and clients that know no chat API still have it, from the kind itself. */
+        ChatInput: {
+            /** @description Penalizes tokens by how often they have appeared (OpenAI and compatibles, Gemini; Anthropic takes 0 only). */
+            frequency_penalty?: number;
+            /** @description Most tokens to generate for the answer; with `reasoning`, the reasoning's budget comes on top. */
+            max_tokens?: number;
+            /** @description The conversation so far. `system` messages give instructions; a `tool` message gives the result of a tool call an earlier `assistant` message made. */
+            messages: components["schemas"]["ChatMessage"][];
+            /** @description Provider-specific request fields, merged into the upstream request body as they are (see the API reference). */
+            options?: Record<string, unknown>;
+            /** @description Whether the model may call several tools in one reply (the provider's default when left out). */
+            parallel_tool_calls?: boolean;
+            /** @description Penalizes tokens that have appeared at all (OpenAI and compatibles, Gemini; Anthropic takes 0 only). */
+            presence_penalty?: number;
+            reasoning?: components["schemas"]["ChatReasoning"];
+            response_format?: components["schemas"]["ChatResponseFormat"];
+            /** @description Asks for the same answer to the same input, as far as the provider can (OpenAI and compatibles, Gemini; Anthropic has none). */
+            seed?: number;
+            stop?: string[];
+            temperature?: number;
+            tool_choice?: components["schemas"]["ChatToolChoice"];
+            /** @description Tools (functions) the model may call. Names are unique. */
+            tools?: components["schemas"]["ChatTool"][];
+            top_p?: number;
+        };
+        /** @description A message of the conversation, told apart by `role`: `system`, `user`, `assistant` or `tool`. */
+        ChatMessage: components["schemas"]["ChatSystemMessage"] | components["schemas"]["ChatUserMessage"] | components["schemas"]["ChatAssistantMessage"] | components["schemas"]["ChatToolMessage"];
+        /** @description The output of a task of an API of kind `chat` (the task's `output`, and the `done` stream event's task's): text, tool calls or both, with the finish reason and the answering model. */
+        ChatOutput: {
+            /**
+             * @description `stop` (done), `length` (`max_tokens` reached), `content_filter`, `tool_calls` (the model waits for tool results), `other`.
+             * @enum {string}
+             */
+            finish_reason: "stop" | "length" | "content_filter" | "tool_calls" | "other";
+            /** @description The reply parsed, when a JSON `response_format` was asked and the text is JSON. */
+            json?: unknown;
+            /** @description The model that answered, as the provider names it. */
+            model: string;
+            /** @description The model's reasoning, when the provider returns it. */
+            reasoning?: string;
+            /** @description The provider's own record of the model's reasoning (Anthropic's signed thinking blocks, Gemini's thought signatures on tool calls). Send it back unchanged in the `assistant` message that repeats this reply: a provider that requires it (Anthropic with thinking and tools, Gemini 3 with function calls) refuses a tool loop without it. */
+            reasoning_details?: components["schemas"]["ChatReasoningDetail"][];
+            /** @description The generated reply (empty when the model only called tools). */
+            text: string;
+            /** @description The tools the model calls, in order: answer each with a `tool` message. */
+            tool_calls: components["schemas"]["ChatToolCall"][];
+        };
+        /** @description Let the model reason before answering: an `effort`, or a budget of `max_tokens` (each provider takes the one it knows: effort low, medium, high is a budget of 1024, 4096, 16384 tokens; a budget is the nearest effort). */
+        ChatReasoning: {
+            /** @enum {string} */
+            effort: "low" | "medium" | "high";
+        } | {
+            max_tokens: number;
+        };
+        /** @description The provider's own record of a piece of the model's reasoning (in `ChatOutput.reasoning_details`, sent back unchanged in the assistant message that repeats the reply), told apart by `type`: `thinking`, `redacted` or `tool_call_signature`. */
+        ChatReasoningDetail: {
+            /**
+             * @description The family whose wire format this is: sent back to that family only.
+             * @enum {string}
+             */
+            format: "anthropic" | "gemini";
+            signature?: string;
+            text: string;
+            /** @constant */
+            type: "thinking";
+        } | {
+            data: string;
+            /**
+             * @description The family whose wire format this is: sent back to that family only.
+             * @enum {string}
+             */
+            format: "anthropic" | "gemini";
+            /** @constant */
+            type: "redacted";
+        } | {
+            /**
+             * @description The family whose wire format this is: sent back to that family only.
+             * @enum {string}
+             */
+            format: "anthropic" | "gemini";
+            signature: string;
+            tool_call_id: string;
+            /** @constant */
+            type: "tool_call_signature";
+        };
+        /** @description The reply's form: `text` (the default), `json_object` (a JSON object) or `json_schema` (JSON valid for `schema`). The parsed reply is the output's `json`. */
+        ChatResponseFormat: {
+            /** @enum {string} */
+            type: "text" | "json_object";
+        } | {
+            /** @description The schema's name. */
+            name: string;
+            /** @description The JSON Schema the reply follows. */
+            schema: Record<string, unknown>;
+            /** @description Whether the provider must follow the schema exactly, where it can. */
+            strict?: boolean;
+            /** @constant */
+            type: "json_schema";
+        };
+        /** @description Instructions for the model. */
+        ChatSystemMessage: {
+            content: string | components["schemas"]["ChatTextPart"][];
+            /** @constant */
+            role: "system";
+        };
+        /** @description A part of a message's content: text. */
+        ChatTextPart: {
+            text: string;
+            /** @constant */
+            type: "text";
+        };
+        /** @description A tool (function) the model may call. */
+        ChatTool: {
+            /** @description What the tool does, for the model. */
+            description?: string;
+            name: string;
+            /** @description The arguments' JSON Schema, an object schema. */
+            parameters?: Record<string, unknown>;
+        };
+        /** @description A call of a tool by the model (in `ChatOutput.tool_calls`, and sent back in an assistant message): answer it with a `tool` message naming its `id`. */
+        ChatToolCall: {
+            /** @description The arguments, valid for the tool's `parameters` as the model understood them. */
+            arguments: Record<string, unknown>;
+            /** @description The call's id, which the `tool` message answering it names. */
+            id: string;
+            name: string;
+        };
+        /** @description `auto` (the model decides, the default), `none` (no tool call), `required` (some tool call) or `{name}` (a call of that tool). `required` and `{name}` need `tools`. */
+        ChatToolChoice: ("auto" | "none" | "required") | {
+            name: string;
+        };
+        /** @description A tool's result, answering the call of an earlier assistant message. */
+        ChatToolMessage: {
+            content: string | components["schemas"]["ChatTextPart"][];
+            /** @constant */
+            role: "tool";
+            tool_call_id: string;
+        };
+        /** @description What the user says: text, images and documents. */
+        ChatUserMessage: {
+            content: string | components["schemas"]["ChatContentPart"][];
+            /** @constant */
+            role: "user";
         };
         Error: {
             code: string;
@@ -292,6 +469,26 @@ export interface components {
         };
         /** @enum {string} */
         Status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+        /** @description The data of a `delta` event: a piece of a chat task's text. */
+        StreamDelta: {
+            text: string;
+        };
+        /** @description The data of a `reasoning` event: a piece of a chat task's reasoning; or, with `text` empty, the provider's `signature` over the reasoning so far, or a block it gives encrypted only (`redacted`). */
+        StreamReasoning: {
+            redacted?: string;
+            signature?: string;
+            text: string;
+        };
+        /** @description The data of a `tool_call` event: a fragment of the tool call at `index` of a chat task's output (`ChatToolCall`). */
+        StreamToolCall: {
+            /** @description The fragments of an index joined are the call's arguments as JSON text. */
+            arguments_delta: string;
+            /** @description On the first fragment of an index only. */
+            id?: string;
+            index: number;
+            /** @description On the first fragment of an index only. */
+            name?: string;
+        };
         /** @description A task. */
         Task: {
             /** @description The API's slug. */

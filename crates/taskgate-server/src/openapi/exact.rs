@@ -26,6 +26,54 @@ pub(super) fn task_links() -> Value {
     })
 }
 
+/// The data of a chat task's stream events, as components so that clients
+/// have types for them: `delta` (`StreamDelta`), `reasoning`
+/// (`StreamReasoning`), `tool_call` (`StreamToolCall`); `done`'s is the
+/// `Task`.
+pub(super) fn stream_data_schemas() -> [(String, Value); 3] {
+    [
+        (
+            "StreamDelta".into(),
+            json!({
+                "description": "The data of a `delta` event: a piece of a chat task's text.",
+                "type": "object",
+                "required": ["text"],
+                "properties": { "text": { "type": "string" } },
+            }),
+        ),
+        (
+            "StreamReasoning".into(),
+            json!({
+                "description": "The data of a `reasoning` event: a piece of a chat task's \
+                    reasoning; or, with `text` empty, the provider's `signature` over the \
+                    reasoning so far, or a block it gives encrypted only (`redacted`).",
+                "type": "object",
+                "required": ["text"],
+                "properties": {
+                    "text": { "type": "string" },
+                    "signature": { "type": "string" },
+                    "redacted": { "type": "string" },
+                },
+            }),
+        ),
+        (
+            "StreamToolCall".into(),
+            json!({
+                "description": "The data of a `tool_call` event: a fragment of the tool call at \
+                    `index` of a chat task's output (`ChatToolCall`).",
+                "type": "object",
+                "required": ["index", "arguments_delta"],
+                "properties": {
+                    "index": { "type": "integer", "minimum": 0 },
+                    "id": { "type": "string", "description": "On the first fragment of an index only." },
+                    "name": { "type": "string", "description": "On the first fragment of an index only." },
+                    "arguments_delta": { "type": "string", "description": "The fragments of an index joined are the call's arguments as JSON text." },
+                },
+            }),
+        ),
+    ]
+}
+
 /// One event of GET /tasks/{id}/stream (OpenAPI 3.1: the schema of an event
 /// stream describes each event).
 pub(super) fn stream_event_schema() -> Value {
@@ -41,40 +89,19 @@ pub(super) fn stream_event_schema() -> Value {
             {
                 "properties": {
                     "event": { "const": "delta" },
-                    "data": { "contentSchema": {
-                        "type": "object",
-                        "required": ["text"],
-                        "properties": { "text": { "type": "string" } },
-                    } },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/StreamDelta" } },
                 },
             },
             {
                 "properties": {
                     "event": { "const": "reasoning" },
-                    "data": { "contentSchema": {
-                        "type": "object",
-                        "required": ["text"],
-                        "properties": {
-                            "text": { "type": "string" },
-                            "signature": { "type": "string" },
-                            "redacted": { "type": "string" },
-                        },
-                    } },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/StreamReasoning" } },
                 },
             },
             {
                 "properties": {
                     "event": { "const": "tool_call" },
-                    "data": { "contentSchema": {
-                        "type": "object",
-                        "required": ["index", "arguments_delta"],
-                        "properties": {
-                            "index": { "type": "integer", "minimum": 0 },
-                            "id": { "type": "string", "description": "On the first fragment of an index only." },
-                            "name": { "type": "string", "description": "On the first fragment of an index only." },
-                            "arguments_delta": { "type": "string", "description": "The fragments of an index joined are the call's arguments as JSON text." },
-                        },
-                    } },
+                    "data": { "contentSchema": { "$ref": "#/components/schemas/StreamToolCall" } },
                 },
             },
             {

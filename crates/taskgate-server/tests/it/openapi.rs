@@ -255,3 +255,99 @@ async fn stream_events_are_documented() {
     assert_eq!(events, 1, "{}", stream.text);
     app.stop().await;
 }
+
+/// The chat kind's input and output are components of every document, with
+/// a chat API in the catalog or not; with one, `ChatInput` judges inputs as
+/// the API's own schema does, and a chat task's output is a `ChatOutput`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_types_are_components_whatever_the_catalog() {
+    use taskgate_providers::upstream::Protocol;
+
+    use crate::chat_checks::family_api;
+    use crate::upstream::{Fake, chat_completion};
+
+    let Some(plain) = TestApp::start(Backend::Sqlite).await else {
+        return;
+    };
+    let doc = document(&plain.anonymous()).await;
+    for name in [
+        "ChatInput",
+        "ChatOutput",
+        "ChatMessage",
+        "ChatToolCall",
+        "StreamToolCall",
+    ] {
+        assert!(doc["components"]["schemas"][name].is_object(), "{name}");
+    }
+    plain.stop().await;
+
+    let (fake, base) = Fake::start().await;
+    fake.always(chat_completion("never"));
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| family_api(c, "chat", Protocol::Openai, &base))
+        .start()
+        .await
+    else {
+        return;
+    };
+    let c = app.client(&app.test);
+    let doc = document(&c).await;
+    let chat_input = schema_at(&doc, "/components/schemas/ChatInput");
+    let api_input = schema_at(&doc, "/components/schemas/chat.input");
+    let tool = json!({"name": "get_weather",
+                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                     "required": ["city"]}});
+    let input = json!({"messages": [{"role": "user", "content": "Weather in Paris?"}],
+                       "tools": [tool], "tool_choice": {"name": "get_weather"}});
+    let task = c
+        .call(json!({"api": "chat", "input": input}))
+        .await
+        .expect(200);
+    let output = task.data()["output"].clone();
+    assert!(
+        valid(&schema_at(&doc, "/components/schemas/ChatOutput"), &output),
+        "{output}"
+    );
+    let call = output["tool_calls"][0].clone();
+    assert!(
+        valid(&schema_at(&doc, "/components/schemas/ChatToolCall"), &call),
+        "{call}"
+    );
+
+    let answered = json!({"messages": [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"},
+                                     {"type": "image", "url": "https://example.com/a.png"}]},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "21"}],
+        "tools": [tool], "reasoning": {"effort": "low"},
+        "response_format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}}});
+    let mut inputs = vec![input, answered.clone()];
+    for (pointer, value) in [
+        ("/messages/1/content/1/media_type", json!("image/png")),
+        ("/messages/2/content", Value::Null),
+        ("/messages/3/role", json!("robot")),
+        ("/tool_choice", json!("sometimes")),
+        ("/reasoning/max_tokens", json!(100)),
+        ("/response_format/strict", json!("yes")),
+        ("/extra", json!(1)),
+    ] {
+        let mut wrong = answered.clone();
+        let (parent, last) = pointer.rsplit_once('/').unwrap();
+        wrong.pointer_mut(parent).unwrap()[last] = value;
+        inputs.push(wrong);
+    }
+    for input in &inputs {
+        assert_eq!(
+            valid(&chat_input, input),
+            valid(&api_input, input),
+            "{input}"
+        );
+    }
+    assert!(valid(&chat_input, &answered));
+    app.client(&app.test)
+        .call(json!({"api": "chat", "input": answered}))
+        .await
+        .expect(200);
+    app.stop().await;
+}
