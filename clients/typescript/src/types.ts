@@ -80,14 +80,29 @@ export type ChatResponseFormat = Schemas["ChatResponseFormat"];
 export type ChatReasoning = Schemas["ChatReasoning"];
 /** The data of a stream's `tool_call` event: a fragment of a tool call. */
 export type StreamToolCall = Schemas["StreamToolCall"];
+/**
+ * The data of a stream's `reasoning` event: a piece of the model's reasoning; or, with `text`
+ * empty, the provider's `signature` over the reasoning so far, or a block it gives encrypted
+ * only (`redacted`).
+ */
 export type StreamReasoning = Schemas["StreamReasoning"];
 export type ChatReasoningDetail = Schemas["ChatReasoningDetail"];
 
 /** The terminal statuses: a task in one of them never changes again. */
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ["succeeded", "failed", "cancelled"];
 
-/** One event of `tasks.stream`: a piece of generated text, then the final task. */
-export type StreamEvent = { type: "delta"; text: string } | { type: "done"; task: Task };
+/**
+ * One event of `tasks.stream`, in the order the model generates them: a piece of text
+ * (`delta`), a piece of reasoning (`reasoning`, with its optional `signature` or `redacted`),
+ * a fragment of a tool call (`tool_call`: `index`, `id` and `name` on an index's first fragment,
+ * `arguments_delta`), then the final task (`done`). Other kinds may come in later versions:
+ * test `type` rather than assume that what is not a `delta` is the `done`.
+ */
+export type StreamEvent =
+  | { type: "delta"; text: string }
+  | ({ type: "reasoning" } & StreamReasoning)
+  | ({ type: "tool_call" } & StreamToolCall)
+  | { type: "done"; task: Task };
 
 /** The APIs the OpenAPI document describes (the built-in catalog), e.g. `"sentiment"`. */
 export type KnownApi = {

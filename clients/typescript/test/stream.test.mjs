@@ -3,7 +3,13 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import Taskgate, { APIConnectionError, APITimeoutError, NotFoundError, TaskStream } from "../dist/index.js";
+import Taskgate, {
+  APIConnectionError,
+  APITimeoutError,
+  NotFoundError,
+  TaskgateError,
+  TaskStream,
+} from "../dist/index.js";
 import { env, stubServer } from "./helpers.mjs";
 
 const CHAT = { messages: [{ role: "user", content: "Tell me a short story about a gate." }] };
@@ -58,6 +64,40 @@ test("breaking out of the loop closes the stream", async () => {
   assert.equal(done.status, "succeeded");
 });
 
+test("a forced tool call streams as a tool_call event whose arguments are the task's", async () => {
+  const tg = new Taskgate({ apiKey: env.testKey });
+  const weather = {
+    type: "object",
+    properties: { city: { type: "string" } },
+    required: ["city"],
+  };
+  const input = {
+    ...CHAT,
+    tools: [{ name: "get_weather", parameters: weather }],
+    tool_choice: { name: "get_weather" },
+  };
+  const t = await tg.call({ api: "chat", input, mode: "async", sandbox: { delay_ms: 300 } });
+  const calls = [];
+  let done;
+  for await (const event of tg.tasks.stream(t.id)) {
+    if (event.type === "tool_call") {
+      const call = (calls[event.index] ??= { id: "", name: "", arguments: "" });
+      if (event.id !== undefined) call.id = event.id;
+      if (event.name !== undefined) call.name = event.name;
+      call.arguments += event.arguments_delta;
+    } else if (event.type === "done") {
+      done = event.task;
+    }
+  }
+  assert.equal(done.status, "succeeded");
+  const stored = done.output.tool_calls;
+  assert.equal(stored.length, 1);
+  assert.deepEqual(
+    calls.map((c) => ({ id: c.id, name: c.name, arguments: JSON.parse(c.arguments) })),
+    stored,
+  );
+});
+
 test("the stream of an unknown task is NotFoundError", async () => {
   const tg = new Taskgate();
   await assert.rejects(tg.tasks.stream("task_01JD2W3KX7ZZZZZZZZZZZZZZZZ").collect(), (err) => {
@@ -103,6 +143,89 @@ test("SSE: comments, CRLF and CR line ends, multi-line data, split chunks, unkno
     ]);
     assert.equal(stub.requests[0].headers.accept, "text/event-stream");
     assert.equal(stub.requests[0].url, "/api/v1/tasks/task_x/stream");
+  } finally {
+    await stub.close();
+  }
+});
+
+test("SSE: reasoning with its signature, interleaved tool calls assembled by index, then done", async () => {
+  const output = {
+    text: "Let me look.",
+    reasoning: "Weather in two cities.",
+    tool_calls: [
+      { id: "call_a", name: "get_weather", arguments: { city: "Paris" } },
+      { id: "call_b", name: "get_time", arguments: { tz: "Europe/Rome" } },
+    ],
+    finish_reason: "tool_calls",
+    model: "m",
+  };
+  const task = { id: "task_x", status: "succeeded", output };
+  const sse = (event, data) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+  const stub = await sseStub([
+    sse("reasoning", { text: "Weather in " }),
+    sse("reasoning", { text: "two cities." }),
+    sse("reasoning", { text: "", signature: "sig-1" }),
+    sse("reasoning", { text: "", redacted: "enc-1" }),
+    sse("delta", { text: "Let me look." }),
+    sse("tool_call", { index: 0, id: "call_a", name: "get_weather", arguments_delta: "{\"ci" }),
+    sse("tool_call", { index: 1, id: "call_b", name: "get_time", arguments_delta: "" }),
+    sse("tool_call", { index: 0, arguments_delta: "ty\": \"Paris\"}" }),
+    sse("tool_call", { index: 1, arguments_delta: "{\"tz\": \"Europe/Rome\"}" }),
+    "event: done\ndata: " + JSON.stringify(task) + "\n\n",
+  ]);
+  try {
+    const tg = new Taskgate({ apiKey: "tg_x", baseURL: stub.url });
+    const events = [];
+    for await (const e of tg.tasks.stream("task_x")) events.push(e);
+    assert.deepEqual(events, [
+      { type: "reasoning", text: "Weather in " },
+      { type: "reasoning", text: "two cities." },
+      { type: "reasoning", text: "", signature: "sig-1" },
+      { type: "reasoning", text: "", redacted: "enc-1" },
+      { type: "delta", text: "Let me look." },
+      { type: "tool_call", index: 0, id: "call_a", name: "get_weather", arguments_delta: "{\"ci" },
+      { type: "tool_call", index: 1, id: "call_b", name: "get_time", arguments_delta: "" },
+      { type: "tool_call", index: 0, arguments_delta: "ty\": \"Paris\"}" },
+      { type: "tool_call", index: 1, arguments_delta: "{\"tz\": \"Europe/Rome\"}" },
+      { type: "done", task },
+    ]);
+
+    // Assembled as the README shows: the reasoning joined, each index's fragments joined.
+    let reasoning = "";
+    const calls = [];
+    for (const e of events) {
+      if (e.type === "reasoning") reasoning += e.text;
+      if (e.type === "tool_call") {
+        const call = (calls[e.index] ??= { id: "", name: "", arguments: "" });
+        if (e.id !== undefined) call.id = e.id;
+        if (e.name !== undefined) call.name = e.name;
+        call.arguments += e.arguments_delta;
+      }
+    }
+    assert.equal(reasoning, output.reasoning);
+    assert.deepEqual(
+      calls.map((c) => ({ ...c, arguments: JSON.parse(c.arguments) })),
+      output.tool_calls,
+    );
+
+    // collect() still gives the text (the deltas only) and the task.
+    const collected = await tg.tasks.stream("task_x").collect();
+    assert.deepEqual(collected, { text: "Let me look.", task });
+  } finally {
+    await stub.close();
+  }
+});
+
+test("SSE: a tool_call event without a valid index is TaskgateError", async () => {
+  const stub = await sseStub(["event: tool_call\ndata: {\"arguments_delta\": \"{}\"}\n\n"]);
+  try {
+    const tg = new Taskgate({ apiKey: "tg_x", baseURL: stub.url });
+    await assert.rejects(tg.tasks.stream("task_x").collect(), (err) => {
+      assert.ok(err instanceof TaskgateError);
+      assert.ok(!(err instanceof APIConnectionError));
+      assert.match(err.message, /index/);
+      return true;
+    });
   } finally {
     await stub.close();
   }

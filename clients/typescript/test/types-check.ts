@@ -64,6 +64,17 @@ async function user(): Promise<void> {
     if (event.type === "delta") {
       const text: string = event.text;
       void text;
+    } else if (event.type === "reasoning") {
+      const piece: string = event.text;
+      const signature: string | undefined = event.signature;
+      const redacted: string | undefined = event.redacted;
+      void piece, signature, redacted;
+    } else if (event.type === "tool_call") {
+      const index: number = event.index;
+      const id: string | undefined = event.id;
+      const name: string | undefined = event.name;
+      const args: string = event.arguments_delta;
+      void index, id, name, args;
     } else {
       const final: Task = event.task;
       void final;

@@ -7,6 +7,8 @@ import { SSEDecoder } from "../sse.js";
 import {
   TERMINAL_STATUSES,
   type StreamEvent,
+  type StreamReasoning,
+  type StreamToolCall,
   type Task,
   type TaskDetail,
   type TaskList,
@@ -132,9 +134,12 @@ export class Tasks {
   }
 
   /**
-   * Follows the task's output as Server-Sent Events: `{ type: "delta", text }` for each piece of
-   * generated text, then `{ type: "done", task }` with the final task. Tasks that are not chat
-   * send only `done`, when they end.
+   * Follows the task's output as Server-Sent Events, in the order the model generates it:
+   * `{ type: "delta", text }` for each piece of text, `{ type: "reasoning", text, signature?,
+   * redacted? }` for each piece of reasoning (or, with `text` empty, a signature or an encrypted
+   * block), `{ type: "tool_call", index, id?, name?, arguments_delta }` for each fragment of a
+   * tool call, then `{ type: "done", task }` with the final task. Tasks that are not chat send
+   * only `done`, when they end.
    */
   stream(id: string, options?: RequestOptions): TaskStream {
     return new TaskStream(() =>
@@ -177,6 +182,10 @@ export class TaskStream implements AsyncIterable<StreamEvent> {
           if (event.event === "delta") {
             const data = parseData(event.data, event.event) as { text?: unknown };
             yield { type: "delta", text: typeof data.text === "string" ? data.text : "" };
+          } else if (event.event === "reasoning") {
+            yield { type: "reasoning", ...toReasoning(parseData(event.data, event.event)) };
+          } else if (event.event === "tool_call") {
+            yield { type: "tool_call", ...toToolCall(parseData(event.data, event.event)) };
           } else if (event.event === "done") {
             yield { type: "done", task: parseData(event.data, event.event) as Task };
             return;
@@ -196,6 +205,7 @@ export class TaskStream implements AsyncIterable<StreamEvent> {
   /**
    * Reads the whole stream: the chat text and the final task. The text is the deltas joined;
    * a task that had already finished sends no delta, so its `output.text` is used instead.
+   * Reasoning and tool calls are in the task's `output` (`reasoning`, `tool_calls`).
    */
   async collect(): Promise<{ text: string; task: Task }> {
     let text = "";
@@ -204,13 +214,35 @@ export class TaskStream implements AsyncIterable<StreamEvent> {
       if (event.type === "delta") {
         text += event.text;
         deltas++;
-      } else {
+      } else if (event.type === "done") {
         const stored = event.task.output?.["text"];
         return { text: deltas === 0 && typeof stored === "string" ? stored : text, task: event.task };
       }
     }
     throw new APIConnectionError("The stream ended before its `done` event.");
   }
+}
+
+function toReasoning(data: unknown): StreamReasoning {
+  const { text, signature, redacted } = (data ?? {}) as Record<string, unknown>;
+  const out: StreamReasoning = { text: typeof text === "string" ? text : "" };
+  if (typeof signature === "string") out.signature = signature;
+  if (typeof redacted === "string") out.redacted = redacted;
+  return out;
+}
+
+function toToolCall(data: unknown): StreamToolCall {
+  const { index, id, name, arguments_delta } = (data ?? {}) as Record<string, unknown>;
+  if (typeof index !== "number" || !Number.isInteger(index) || index < 0) {
+    throw new TaskgateError("The stream's `tool_call` event has no valid `index`.");
+  }
+  const out: StreamToolCall = {
+    index,
+    arguments_delta: typeof arguments_delta === "string" ? arguments_delta : "",
+  };
+  if (typeof id === "string") out.id = id;
+  if (typeof name === "string") out.name = name;
+  return out;
 }
 
 function parseData(data: string, event: string): unknown {
