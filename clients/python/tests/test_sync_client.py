@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import time
@@ -298,6 +299,30 @@ def test_stream_text_and_stream_object(test_mode: Taskgate) -> None:
     with test_mode.tasks.stream(task.id) as stream:
         assert stream.until_done().id == task.id
         assert stream.task is not None and stream.task.status == "succeeded"
+
+
+def test_stream_yields_tool_call_fragments(test_mode: Taskgate) -> None:
+    tool = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    task = test_mode.call(
+        "chat",
+        {"messages": [{"role": "user", "content": "weather?"}], "tools": [tool], "tool_choice": {"name": "get_weather"}},
+        mode="async",
+        sandbox={"delay_ms": 1500},
+    )
+    events = list(test_mode.tasks.stream(task.id))
+    assert events[-1].type == "done"
+    final = events[-1].task
+    assert final is not None and final.output is not None
+    fragments = [e.tool_call for e in events if e.type == "tool_call"]
+    assert fragments and all(f is not None for f in fragments)
+    calls: Dict[int, Dict[str, Any]] = {}
+    for f in fragments:
+        assert f is not None
+        call = calls.setdefault(f.index, {"id": f.id, "name": f.name, "arguments": ""})
+        call["arguments"] += f.arguments_delta
+    assert [
+        {"id": c["id"], "name": c["name"], "arguments": json.loads(c["arguments"])} for _, c in sorted(calls.items())
+    ] == final.output["tool_calls"]
 
 
 def test_stream_of_a_non_chat_task(live: Taskgate) -> None:

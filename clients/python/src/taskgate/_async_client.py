@@ -254,7 +254,8 @@ class AsyncTasks:
         return TaskList.from_dict(await self._client._request("GET", "/tasks", params=params))
 
     def stream(self, task_id: str) -> "AsyncTaskStream":
-        """`async for event in tg.tasks.stream(id)`: the deltas, then "done"."""
+        """`async for event in tg.tasks.stream(id)`: the deltas (and a chat task's
+        reasoning and tool-call fragments) in order, then "done"."""
         return AsyncTaskStream(self._client, task_id)
 
     async def stream_text(self, task_id: str) -> Tuple[str, Task]:
@@ -274,12 +275,18 @@ class AsyncTaskStream:
         self.task = None
         self._client = client
         self._parts: List[str] = []
+        self._reasoning: List[str] = []
         self._response: Optional[httpx.Response] = None
         self._events = self._read()
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text received so far (the `reasoning` events' texts joined)."""
+        return "".join(self._reasoning)
 
     def __aiter__(self) -> "AsyncTaskStream":
         return self
@@ -346,6 +353,8 @@ class AsyncTaskStream:
     def _take(self, event: StreamEvent) -> None:
         if event.type == "delta" and event.text:
             self._parts.append(event.text)
+        elif event.type == "reasoning" and event.reasoning is not None and event.reasoning.text:
+            self._reasoning.append(event.reasoning.text)
         elif event.type == "done":
             self.task = event.task
 

@@ -279,7 +279,8 @@ class Tasks:
 
     def stream(self, task_id: str) -> "TaskStream":
         """Follows the task's output (GET /tasks/{id}/stream): iterate it for
-        `StreamEvent`s, the deltas and then "done" with the final task."""
+        `StreamEvent`s, the deltas (and a chat task's reasoning and tool-call
+        fragments) in order and then "done" with the final task."""
         return TaskStream(self._client, task_id)
 
     def stream_text(self, task_id: str) -> Tuple[str, Task]:
@@ -291,9 +292,10 @@ class Tasks:
 
 class TaskStream:
     """The events of one task's stream, read as they come. Iterate it (once) for
-    `StreamEvent`s; `text` is the text received so far, `task` the final task once
-    "done" has arrived. The request is sent when the iteration starts; close the
-    stream (or use it in a `with`) to stop early."""
+    `StreamEvent`s; `text` is the text received so far, `reasoning` the reasoning
+    text received so far, `task` the final task once "done" has arrived. The request
+    is sent when the iteration starts; close the stream (or use it in a `with`) to
+    stop early."""
 
     task_id: str
     task: Optional[Task]
@@ -303,12 +305,18 @@ class TaskStream:
         self.task = None
         self._client = client
         self._parts: List[str] = []
+        self._reasoning: List[str] = []
         self._response: Optional[httpx.Response] = None
         self._events = self._read()
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text received so far (the `reasoning` events' texts joined)."""
+        return "".join(self._reasoning)
 
     def __iter__(self) -> "TaskStream":
         return self
@@ -376,6 +384,8 @@ class TaskStream:
     def _take(self, event: StreamEvent) -> None:
         if event.type == "delta" and event.text:
             self._parts.append(event.text)
+        elif event.type == "reasoning" and event.reasoning is not None and event.reasoning.text:
+            self._reasoning.append(event.reasoning.text)
         elif event.type == "done":
             self.task = event.task
 
