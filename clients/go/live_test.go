@@ -5,7 +5,9 @@ package taskgate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -357,6 +359,71 @@ func TestStream(t *testing.T) {
 	whole, done, err := c.Tasks.StreamText(bg, task.ID)
 	if err != nil || done.ID != task.ID || whole != text.String() {
 		t.Fatalf("StreamText of a finished task: %q (want %q) %v %v", whole, text.String(), done, err)
+	}
+}
+
+// A test-mode chat task that calls a tool streams the call as tool_call
+// events (test mode sends each call whole, in one fragment); assembled by
+// index they are the output's tool calls.
+func TestStreamToolCall(t *testing.T) {
+	c := live(t, "TASKGATE_TEST_KEY")
+	task, err := c.Call(bg, taskgate.CallParams{
+		API: "chat",
+		Input: taskgate.ChatInput{
+			Messages: []taskgate.ChatMessage{{Role: "user", Content: "What is the weather in Paris?"}},
+			Tools: []taskgate.ChatTool{{
+				Name: "get_weather",
+				Parameters: map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"city": map[string]any{"type": "string"}},
+					"required":   []string{"city"},
+				},
+			}},
+			ToolChoice: map[string]any{"name": "get_weather"},
+		},
+		Mode:    taskgate.ModeAsync,
+		Sandbox: &taskgate.Sandbox{DelayMS: 1000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []taskgate.ChatToolCall
+	var args []string
+	var final *taskgate.Task
+	for ev, err := range c.Tasks.Stream(bg, task.ID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case taskgate.StreamEventToolCall:
+			for len(calls) <= ev.ToolCall.Index {
+				calls = append(calls, taskgate.ChatToolCall{})
+				args = append(args, "")
+			}
+			call := &calls[ev.ToolCall.Index]
+			if ev.ToolCall.ID != "" {
+				call.ID, call.Name = ev.ToolCall.ID, ev.ToolCall.Name
+			}
+			args[ev.ToolCall.Index] += ev.ToolCall.ArgumentsDelta
+		case taskgate.StreamEventDone:
+			final = ev.Task
+		}
+	}
+	if final == nil || final.Status != taskgate.TaskStatusSucceeded {
+		t.Fatalf("final task %+v", final)
+	}
+	var out taskgate.ChatOutput
+	if err := final.DecodeOutput(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || len(out.ToolCalls) != 1 {
+		t.Fatalf("streamed calls %+v, output %+v", calls, out)
+	}
+	if err := json.Unmarshal([]byte(args[0]), &calls[0].Arguments); err != nil {
+		t.Fatalf("arguments %q: %v", args[0], err)
+	}
+	if !reflect.DeepEqual(calls[0], out.ToolCalls[0]) {
+		t.Fatalf("streamed call %+v, output's %+v", calls[0], out.ToolCalls[0])
 	}
 }
 

@@ -19,17 +19,32 @@ type StreamEventType string
 const (
 	// StreamEventDelta is a piece of generated text, in StreamEvent.Text.
 	StreamEventDelta StreamEventType = "delta"
+	// StreamEventReasoning is a piece of the model's reasoning, in
+	// StreamEvent.Reasoning: its Text, or (Text empty) the provider's
+	// Signature over the reasoning so far or a Redacted (encrypted) block.
+	StreamEventReasoning StreamEventType = "reasoning"
+	// StreamEventToolCall is a fragment of a tool call, in
+	// StreamEvent.ToolCall: the fragments of one Index joined are that
+	// call's arguments as JSON text; its ID and Name come on its first
+	// fragment only.
+	StreamEventToolCall StreamEventType = "tool_call"
 	// StreamEventDone ends the stream, with the final task in StreamEvent.Task.
 	StreamEventDone StreamEventType = "done"
 )
 
-// StreamEvent is one event of a task's stream: a delta of text, or, last,
-// the finished task.
+// StreamEvent is one event of a task's stream: a delta of text, a piece of
+// reasoning, a fragment of a tool call, or, last, the finished task.
 type StreamEvent struct {
-	// Type is StreamEventDelta or StreamEventDone.
+	// Type is StreamEventDelta, StreamEventReasoning, StreamEventToolCall or
+	// StreamEventDone.
 	Type StreamEventType
-	// Text is the delta's text (delta events only).
+	// Text is the delta's text (delta events only; a reasoning event's text
+	// is in Reasoning, so that Text joined is the output text alone).
 	Text string
+	// Reasoning is the reasoning event's data (reasoning events only).
+	Reasoning *StreamReasoning
+	// ToolCall is the tool_call event's data (tool_call events only).
+	ToolCall *StreamToolCall
 	// Task is the final task (the done event only).
 	Task *Task
 }
@@ -39,10 +54,15 @@ type StreamEvent struct {
 const maxEventBytes = 64 << 20
 
 // Stream follows a task's output as it is generated (GET /tasks/{id}/stream):
-// it yields a StreamEventDelta for each piece of text, then one
+// it yields, in the order the provider generated them, a StreamEventDelta
+// for each piece of text, a StreamEventReasoning for each piece of the
+// model's reasoning (or its signature, or a redacted block) and a
+// StreamEventToolCall for each fragment of a tool call, then one
 // StreamEventDone with the final task, and ends. The deltas joined are the
-// task's whole output text. Tasks of kinds other than chat yield only the
-// done event, when they end.
+// task's whole output text, the reasoning texts joined its reasoning, and
+// the tool-call fragments of each index joined that call's arguments as
+// JSON text. Tasks of kinds other than chat yield only the done event, when
+// they end.
 //
 //	for ev, err := range c.Tasks.Stream(ctx, id) {
 //		if err != nil { … }
@@ -99,7 +119,8 @@ func (s *TasksService) Stream(ctx context.Context, id string) iter.Seq2[StreamEv
 // generated text and the final task. The text is the deltas joined; a task
 // that had already ended when the stream was opened sends no delta (its
 // stream is the done event alone), so its output's "text" is returned
-// instead: the text is complete either way.
+// instead: the text is complete either way. Reasoning and tool-call events
+// are passed over (they are in the final task's output).
 func (s *TasksService) StreamText(ctx context.Context, id string) (string, *Task, error) {
 	var b strings.Builder
 	deltas := 0
@@ -133,6 +154,18 @@ func decodeStreamEvent(event, data string) (StreamEvent, bool, error) {
 			return StreamEvent{}, false, fmt.Errorf("taskgate: unreadable delta event: %w", err)
 		}
 		return StreamEvent{Type: StreamEventDelta, Text: d.Text}, true, nil
+	case StreamEventReasoning:
+		var r StreamReasoning
+		if err := json.Unmarshal([]byte(data), &r); err != nil {
+			return StreamEvent{}, false, fmt.Errorf("taskgate: unreadable reasoning event: %w", err)
+		}
+		return StreamEvent{Type: StreamEventReasoning, Reasoning: &r}, true, nil
+	case StreamEventToolCall:
+		var tc StreamToolCall
+		if err := json.Unmarshal([]byte(data), &tc); err != nil {
+			return StreamEvent{}, false, fmt.Errorf("taskgate: unreadable tool_call event: %w", err)
+		}
+		return StreamEvent{Type: StreamEventToolCall, ToolCall: &tc}, true, nil
 	case StreamEventDone:
 		var t Task
 		if err := json.Unmarshal([]byte(data), &t); err != nil {

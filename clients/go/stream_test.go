@@ -4,10 +4,12 @@ package taskgate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,5 +147,114 @@ func TestStreamIdleTimeout(t *testing.T) {
 	var ce *taskgate.ConnectionError
 	if !errors.As(last, &ce) || !ce.Timeout {
 		t.Fatalf("want a timed-out connection error, got %v", last)
+	}
+}
+
+func TestStreamReasoningAndToolCalls(t *testing.T) {
+	task := `{"id":"task_r","object":"task","api":"chat","mode":"live","status":"succeeded",` +
+		`"output":{"text":"Let me look.","reasoning":"Weather in two cities.","finish_reason":"tool_calls",` +
+		`"tool_calls":[{"id":"call_a","name":"get_weather","arguments":{"city":"Paris"}},` +
+		`{"id":"call_b","name":"get_time","arguments":{"tz":"Europe/Oslo"}}]},` +
+		`"error":null,"usage":{"units":1,"cost_usd":"0.000000"},"metadata":{},"created_at":"2026-11-21T13:45:12.345Z"}`
+	body := "event: reasoning\ndata: {\"text\":\"Weather in \"}\n\n" +
+		"event: reasoning\ndata: {\"text\":\"two cities.\"}\n\n" +
+		"event: reasoning\ndata: {\"text\":\"\",\"signature\":\"sig-1\"}\n\n" +
+		"event: reasoning\ndata: {\"text\":\"\",\"redacted\":\"enc-1\"}\n\n" +
+		"event: delta\ndata: {\"text\":\"Let me look.\"}\n\n" +
+		// Two calls, their fragments interleaved; id and name on each index's first only.
+		"event: tool_call\ndata: {\"index\":0,\"id\":\"call_a\",\"name\":\"get_weather\",\"arguments_delta\":\"{\\\"ci\"}\n\n" +
+		"event: tool_call\ndata: {\"index\":1,\"id\":\"call_b\",\"name\":\"get_time\",\"arguments_delta\":\"\"}\n\n" +
+		"event: tool_call\ndata: {\"index\":0,\"arguments_delta\":\"ty\\\":\\\"Paris\\\"}\"}\n\n" +
+		"event: tool_call\ndata: {\"index\":1,\"arguments_delta\":\"{\\\"tz\\\":\\\"Europe/Oslo\\\"}\"}\n\n" +
+		"event: done\ndata: " + task + "\n\n"
+	c := stub(t, sse(body))
+
+	var order []string
+	var reasoning, text strings.Builder
+	var signature, redacted string
+	calls := map[int]*taskgate.ChatToolCall{}
+	args := map[int]*strings.Builder{}
+	var final *taskgate.Task
+	for ev, err := range c.Tasks.Stream(context.Background(), "task_r") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, string(ev.Type))
+		switch ev.Type {
+		case taskgate.StreamEventDelta:
+			text.WriteString(ev.Text)
+		case taskgate.StreamEventReasoning:
+			if ev.Text != "" || ev.ToolCall != nil || ev.Task != nil {
+				t.Fatalf("reasoning event with other fields: %+v", ev)
+			}
+			reasoning.WriteString(ev.Reasoning.Text)
+			if ev.Reasoning.Signature != "" {
+				signature = ev.Reasoning.Signature
+			}
+			if ev.Reasoning.Redacted != "" {
+				redacted = ev.Reasoning.Redacted
+			}
+		case taskgate.StreamEventToolCall:
+			tc := ev.ToolCall
+			if calls[tc.Index] == nil {
+				calls[tc.Index] = &taskgate.ChatToolCall{ID: tc.ID, Name: tc.Name}
+				args[tc.Index] = &strings.Builder{}
+			} else if tc.ID != "" || tc.Name != "" {
+				t.Fatalf("id or name on a later fragment: %+v", tc)
+			}
+			args[tc.Index].WriteString(tc.ArgumentsDelta)
+		case taskgate.StreamEventDone:
+			final = ev.Task
+		}
+	}
+	if got := strings.Join(order, ","); got != "reasoning,reasoning,reasoning,reasoning,delta,tool_call,tool_call,tool_call,tool_call,done" {
+		t.Fatalf("event order %s", got)
+	}
+	if reasoning.String() != "Weather in two cities." || reasoning.String() != final.Output["reasoning"] || signature != "sig-1" || redacted != "enc-1" {
+		t.Fatalf("reasoning %q, signature %q, redacted %q", reasoning.String(), signature, redacted)
+	}
+	if final == nil || final.ID != "task_r" {
+		t.Fatalf("final task %+v", final)
+	}
+	var out taskgate.ChatOutput
+	if err := final.DecodeOutput(&out); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != out.Text || len(calls) != len(out.ToolCalls) {
+		t.Fatalf("text %q, %d calls; output %+v", text.String(), len(calls), out)
+	}
+	for i, want := range out.ToolCalls {
+		call := calls[i]
+		if call == nil {
+			t.Fatalf("no fragment of call %d", i)
+		}
+		if err := json.Unmarshal([]byte(args[i].String()), &call.Arguments); err != nil {
+			t.Fatalf("call %d's arguments %q: %v", i, args[i].String(), err)
+		}
+		if !reflect.DeepEqual(*call, want) {
+			t.Fatalf("call %d assembled %+v, output %+v", i, *call, want)
+		}
+	}
+
+	// StreamText passes over the reasoning and tool-call events.
+	whole, task2, err := c.Tasks.StreamText(context.Background(), "task_r")
+	if err != nil || whole != "Let me look." || task2 == nil || task2.ID != "task_r" {
+		t.Fatalf("StreamText: %q %v %v", whole, task2, err)
+	}
+}
+
+func TestStreamUnreadableToolCallEventIsAnError(t *testing.T) {
+	c := stub(t, sse("event: tool_call\ndata: {\"index\":\"zero\"}\n\nevent: delta\ndata: {\"text\":\"a\"}\n\n"))
+	var errs []error
+	events := 0
+	for _, err := range c.Tasks.Stream(context.Background(), "task_s") {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		events++
+	}
+	if events != 0 || len(errs) != 1 || !strings.Contains(errs[0].Error(), "unreadable tool_call event") {
+		t.Fatalf("%d events, errors %v", events, errs)
 	}
 }
