@@ -146,28 +146,14 @@ impl Events {
                 event(&mut out, "error", e.body());
             }
             Some(StreamEvent::Reasoning(text)) => {
-                self.sent_reasoning = true;
-                self.release(&mut out);
-                self.open_block(
-                    &mut out,
-                    Open::Thinking,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                );
-                self.delta(
+                self.thinking(
                     &mut out,
                     json!({"type": "thinking_delta", "thinking": text}),
                 );
             }
             Some(StreamEvent::ReasoningSignature(sig)) => {
                 // Anthropic's signature ends its thinking block.
-                self.sent_reasoning = true;
-                self.release(&mut out);
-                self.open_block(
-                    &mut out,
-                    Open::Thinking,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                );
-                self.delta(
+                self.thinking(
                     &mut out,
                     json!({"type": "signature_delta", "signature": sig}),
                 );
@@ -215,6 +201,19 @@ impl Events {
             }
         }
         Some(Bytes::from(out))
+    }
+
+    /// A streamed piece of reasoning: the thinking block (opened unless it
+    /// is the one open) and `delta` in it.
+    fn thinking(&mut self, out: &mut String, delta: Value) {
+        self.sent_reasoning = true;
+        self.release(out);
+        self.open_block(
+            out,
+            Open::Thinking,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        );
+        self.delta(out, delta);
     }
 
     /// A tool call's block (opened unless it is the one open) and a piece

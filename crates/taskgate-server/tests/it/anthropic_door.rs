@@ -358,17 +358,7 @@ async fn streamed_pieces_are_blocks(backend: Backend) {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let events: Vec<(String, Value)> = r
-        .text
-        .split("\n\n")
-        .filter_map(|e| {
-            let (name, data) = e.split_once('\n')?;
-            Some((
-                name.strip_prefix("event: ")?.to_owned(),
-                serde_json::from_str(data.strip_prefix("data: ")?).ok()?,
-            ))
-        })
-        .collect();
+    let events = events_of(&r.text);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names[0], "message_start");
     assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
