@@ -71,6 +71,8 @@ from ._models import (
 )
 from ._streaming import StreamEvent
 from ._version import __version__
+from . import webhooks
+from .webhooks import WebhookEvent, WebhookVerificationError
 
 __all__ = [
     "__version__",
@@ -103,6 +105,10 @@ __all__ = [
     "APIConnectionError",
     "APITimeoutError",
     "WaitTimeoutError",
+    "WebhookVerificationError",
+    # webhooks
+    "webhooks",
+    "WebhookEvent",
     # models
     "ApiDetails",
     "ApiExample",
