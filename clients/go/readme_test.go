@@ -1,6 +1,6 @@
 package taskgate_test
 
-// The README's whole program is the example that `go run ./examples/quickstart`
+// The README's whole programs are the examples that `go run ./examples/…`
 // runs: a reader who copies one gets the other.
 
 import (
@@ -10,29 +10,40 @@ import (
 )
 
 func TestReadmeQuickstartIsTheExample(t *testing.T) {
+	readmeProgramIsExample(t, "A whole program (", "examples/quickstart/main.go")
+}
+
+func TestReadmeWebhookReceiverIsTheExample(t *testing.T) {
+	readmeProgramIsExample(t, "A whole\nreceiver (", "examples/webhooks/main.go")
+}
+
+// readmeProgramIsExample checks that the first Go code block after the
+// README's paragraph starting with lead is the file example.
+func readmeProgramIsExample(t *testing.T, lead, example string) {
+	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := os.ReadFile("examples/quickstart/main.go")
+	want, err := os.ReadFile(example)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(readme)
-	i := strings.Index(s, "A whole program (")
+	i := strings.Index(s, lead)
 	if i < 0 {
-		t.Fatal(`README.md has no "A whole program (" paragraph`)
+		t.Fatalf("README.md has no %q paragraph", lead)
 	}
 	start := strings.Index(s[i:], "```go\n")
 	if start < 0 {
-		t.Fatal("no Go code block after the README's \"A whole program\"")
+		t.Fatalf("no Go code block after the README's %q", lead)
 	}
 	block := s[i+start+len("```go\n"):]
 	end := strings.Index(block, "\n```\n")
 	if end < 0 {
-		t.Fatal("the README's whole program has no end")
+		t.Fatalf("the README's program after %q has no end", lead)
 	}
-	if got, want := block[:end+1], string(example); got != want {
-		t.Fatalf("the README's whole program differs from examples/quickstart/main.go:\n--- README\n%s\n--- example\n%s", got, want)
+	if got := block[:end+1]; got != string(want) {
+		t.Fatalf("the README's program after %q differs from %s:\n--- README\n%s\n--- example\n%s", lead, example, got, want)
 	}
 }
