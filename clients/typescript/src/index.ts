@@ -67,3 +67,14 @@ export type {
 } from "./types.js";
 export type { components, operations, paths } from "./generated/schema.js";
 export { VERSION } from "./version.js";
+export { DEFAULT_WEBHOOK_TOLERANCE, WebhookVerificationError, verifyWebhook } from "./webhooks.js";
+export type {
+  VerifyWebhookOptions,
+  WebhookEvent,
+  WebhookEventType,
+  WebhookHeaders,
+  WebhookTask,
+  WebhookTaskEvent,
+  WebhookTaskEventType,
+  WebhookTestEvent,
+} from "./webhooks.js";

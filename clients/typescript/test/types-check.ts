@@ -21,6 +21,9 @@ import Taskgate, {
   type Task,
   type TaskDetail,
   type TaskStatus,
+  verifyWebhook,
+  WebhookVerificationError,
+  type WebhookEvent,
 } from "../dist/index.js";
 
 async function user(): Promise<void> {
@@ -177,3 +180,25 @@ void chatInput;
 // @ts-expect-error: a tool message names the call it answers
 const noCallId: ChatMessage = { role: "tool", content: "21" };
 void noCallId;
+
+// A webhook receiver: the raw body, any headers, the event narrowed on its type.
+function onWebhook(body: string | Buffer, headers: Headers | Record<string, string | string[] | undefined>): number {
+  let event: WebhookEvent;
+  try {
+    event = verifyWebhook(body, headers, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", { tolerance: 300 });
+  } catch (err) {
+    if (err instanceof WebhookVerificationError) return 400;
+    throw err;
+  }
+  const id: string = event.messageId;
+  if (event.type === "task.succeeded") {
+    const status: TaskStatus = event.data.status;
+    const omitted: boolean | undefined = event.data.output_omitted;
+    void [status, omitted, event.data.output, id];
+  } else if (event.type === "webhook.test") {
+    // @ts-expect-error: a test event carries no task
+    void event.data.usage.units;
+  }
+  return 204;
+}
+void onWebhook;
