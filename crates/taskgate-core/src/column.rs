@@ -11,10 +11,12 @@ use std::borrow::Cow;
 
 use crate::account::{AccountStatus, ApiList, ApiSlug, PlanName};
 use crate::attempt::Attempts;
+use crate::ids::WebhookEndpointId;
 use crate::ids::{AccountId, KeyId, RequestId, RunnerId, TaskId, UserId};
 use crate::key::{KeyType, Mode, Scopes};
 use crate::task::{IdempotencyKey, SandboxControls, TaskError, TaskEvent, TaskEvents, TaskStatus};
 use crate::user::{Email, Role, UserStatus};
+use crate::webhook::{DeliveryAttempts, DeliveryStatus, WebhookEvent, WebhookSecret};
 
 /// A type stored as one TEXT column.
 pub trait TextColumn: Sized {
@@ -75,8 +77,17 @@ text_by_str!(
     Email,
     Role,
     UserStatus,
+    DeliveryStatus,
+    WebhookEvent,
 );
-text_by_display!(TaskId, KeyId, AccountId, RequestId, UserId);
+text_by_display!(
+    TaskId,
+    KeyId,
+    AccountId,
+    RequestId,
+    UserId,
+    WebhookEndpointId,
+);
 text_by_json!(
     TaskEvents,
     TaskEvent,
@@ -85,7 +96,20 @@ text_by_json!(
     ApiList,
     SandboxControls,
     TaskError,
+    DeliveryAttempts,
 );
+
+/// A signing secret is stored as its text: it must sign again, so it cannot
+/// be a hash (the database is the secret's keeper, as for a provider's
+/// credentials in the settings).
+impl TextColumn for WebhookSecret {
+    fn to_text(&self) -> Cow<'_, str> {
+        Cow::Owned(self.expose())
+    }
+    fn from_text(s: &str) -> Result<Self, String> {
+        WebhookSecret::parse(s).ok_or_else(|| "not a webhook secret".to_owned())
+    }
+}
 
 /// The drivers' traits for every text column type, from its [`TextColumn`].
 macro_rules! driver_traits {
@@ -114,6 +138,11 @@ driver_traits!(
     AccountId,
     RequestId,
     UserId,
+    WebhookEndpointId,
+    DeliveryStatus,
+    DeliveryAttempts,
+    WebhookSecret,
+    WebhookEvent,
     TaskEvents,
     TaskEvent,
     Attempts,
@@ -273,7 +302,7 @@ mod tests {
         let scopes = Scopes::all();
         assert_eq!(
             scopes.to_text(),
-            r#"["apis:read","tasks:read","tasks:write"]"#
+            r#"["apis:read","tasks:read","tasks:write","webhooks:read","webhooks:write"]"#
         );
     }
 }

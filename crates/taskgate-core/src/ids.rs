@@ -169,6 +169,75 @@ id_type!(
     "user_"
 );
 
+id_type!(
+    /// A webhook endpoint: `whe_…`.
+    WebhookEndpointId,
+    "whe_"
+);
+
+/// One event's delivery to one endpoint or call's webhook: `whd_…`, a ULID
+/// whose time is the delivery's creation and whose other bits are its
+/// sequence number in the store (deliveries are made many at once by the
+/// database, in the commit of a task's end, where no ULID can be drawn).
+/// Sorts by creation, like every id; one spelling per delivery.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WebhookDeliveryId {
+    created_at: i64,
+    seq: i64,
+}
+
+impl WebhookDeliveryId {
+    pub const PREFIX: &'static str = "whd_";
+
+    pub fn new(seq: i64, created_at: Timestamp) -> Self {
+        Self {
+            created_at: created_at.unix_ms(),
+            seq,
+        }
+    }
+
+    pub fn seq(self) -> i64 {
+        self.seq
+    }
+
+    pub fn created_at(self) -> Timestamp {
+        Timestamp::from_unix_ms(self.created_at)
+    }
+
+    pub fn parse(s: &str) -> Result<Self, IdError> {
+        let ulid = parse_ulid(s, Self::PREFIX)?;
+        let seq = i64::try_from(ulid.random()).map_err(|_| IdError {
+            prefix: Self::PREFIX,
+        })?;
+        Ok(Self {
+            created_at: ulid.timestamp_ms() as i64,
+            seq,
+        })
+    }
+}
+
+impl fmt::Display for WebhookDeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.created_at.clamp(0, (1i64 << 48) - 1) as u64;
+        let ulid = Ulid::from_parts(ms, self.seq.max(0) as u128);
+        let mut buf = [0u8; ULID_LEN];
+        f.write_str(Self::PREFIX)?;
+        f.write_str(ulid.array_to_str(&mut buf))
+    }
+}
+
+impl fmt::Debug for WebhookDeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for WebhookDeliveryId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 string_newtype!(
     /// The instance that runs a task (its lease holder): the operator's
     /// `instance_id`, or host and port. Free text, but never empty.
@@ -202,6 +271,19 @@ impl RunnerId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delivery_id_carries_its_time_and_sequence_in_one_spelling() {
+        let at = Timestamp::from_unix_ms(1_764_000_000_123);
+        let id = WebhookDeliveryId::new(42, at);
+        let text = id.to_string();
+        assert!(text.starts_with("whd_") && text.len() == 30, "{text}");
+        let back = WebhookDeliveryId::parse(&text).unwrap();
+        assert_eq!((back.seq(), back.created_at()), (42, at));
+        assert!(WebhookDeliveryId::new(43, at) > id);
+        assert!(WebhookDeliveryId::parse(&text.to_lowercase()).is_err());
+        assert!(WebhookDeliveryId::parse("whe_01JD0000000000000000000000").is_err());
+    }
 
     #[test]
     fn ids_are_prefixed_and_sorted() {

@@ -109,16 +109,28 @@ pub enum Scope {
     TasksRead,
     #[serde(rename = "tasks:write")]
     TasksWrite,
+    #[serde(rename = "webhooks:read")]
+    WebhooksRead,
+    #[serde(rename = "webhooks:write")]
+    WebhooksWrite,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::ApisRead, Scope::TasksRead, Scope::TasksWrite];
+    pub const ALL: [Scope; 5] = [
+        Scope::ApisRead,
+        Scope::TasksRead,
+        Scope::TasksWrite,
+        Scope::WebhooksRead,
+        Scope::WebhooksWrite,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::ApisRead => "apis:read",
             Scope::TasksRead => "tasks:read",
             Scope::TasksWrite => "tasks:write",
+            Scope::WebhooksRead => "webhooks:read",
+            Scope::WebhooksWrite => "webhooks:write",
         }
     }
 }
@@ -132,14 +144,15 @@ impl fmt::Display for Scope {
 impl FromStr for Scope {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "apis:read" => Ok(Scope::ApisRead),
-            "tasks:read" => Ok(Scope::TasksRead),
-            "tasks:write" => Ok(Scope::TasksWrite),
-            _ => Err(format!(
-                "unknown scope {s:?} (expected apis:read, tasks:read or tasks:write)"
-            )),
-        }
+        Scope::ALL
+            .into_iter()
+            .find(|scope| scope.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown scope {s:?} (expected apis:read, tasks:read, tasks:write, \
+                     webhooks:read or webhooks:write)"
+                )
+            })
     }
 }
 

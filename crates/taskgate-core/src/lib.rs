@@ -23,7 +23,10 @@ pub mod webhook;
 pub use account::{AccountStatus, ApiList, ApiSlug, PlanName};
 pub use attempt::{Attempt, AttemptOutcome, Attempts};
 pub use clock::Clock;
-pub use ids::{AccountId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId};
+pub use ids::{
+    AccountId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId, WebhookDeliveryId,
+    WebhookEndpointId,
+};
 pub use key::{ApiKeySecret, KeyType, Mode, Scope, Scopes};
 pub use money::{Micros, Nanos};
 pub use task::{
@@ -32,3 +35,6 @@ pub use task::{
 };
 pub use timestamp::Timestamp;
 pub use user::{Email, Role, UserStatus};
+pub use webhook::{
+    DeliveryAttempt, DeliveryAttempts, DeliveryStatus, WebhookEvent, WebhookEvents, WebhookSecret,
+};

@@ -37,6 +37,7 @@ mod tasks;
 mod unavailable;
 mod usage;
 mod users;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -50,12 +51,13 @@ pub use taskgate_core::{Attempts, TaskStatus, Transition};
 pub use tasks::{Claim, ClientTasks, TaskEnd, TaskQueue};
 pub use usage::{RequestBucket, RequestCount, RequestStore, TaskCount};
 pub use users::{SessionRecord, SessionStore, UserRecord, UserStore};
+pub use webhooks::{ENQUEUE as ENQUEUE_WEBHOOKS, MAX_ATTEMPTS_KEPT, WebhookStore};
 
 /// The store's traits, for `use taskgate_store::prelude::*`.
 pub mod prelude {
     pub use crate::{
         AccountStore, ClientTasks, IdempotencyStore, KeyStore, RequestStore, SessionStore, Store,
-        TaskQueue, UsageStore, UserStore,
+        TaskQueue, UsageStore, UserStore, WebhookStore,
     };
 }
 
@@ -269,6 +271,7 @@ pub trait Store:
     + UserStore
     + SessionStore
     + RequestStore
+    + WebhookStore
     + Send
     + Sync
     + 'static

@@ -7,6 +7,10 @@ use taskgate_core::{
     KeyId, KeyType, Mode, PlanName, RequestId, RunnerId, SandboxControls, Scopes, TaskError,
     TaskEvent, TaskEvents, TaskId, TaskStatus, Timestamp, Transition,
 };
+use taskgate_core::{
+    DeliveryAttempt, DeliveryAttempts, DeliveryStatus, WebhookDeliveryId, WebhookEndpointId,
+    WebhookEvent, WebhookEvents, WebhookSecret,
+};
 
 /// An account. `plan` names a plan of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -329,4 +333,161 @@ pub enum IdempotencyState {
     /// before answering; this request holds the key now and answers with
     /// that task instead of making another.
     Orphaned { task_id: TaskId },
+}
+
+/// A webhook endpoint: where an account's events of one mode are sent.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct WebhookEndpoint {
+    pub id: WebhookEndpointId,
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub url: String,
+    #[sqlx(try_from = "i64")]
+    pub events: WebhookEvents,
+    pub description: Option<String>,
+    /// `None` while enabled; else why not ([`WebhookEndpoint::DISABLED_BY_OWNER`], …).
+    pub disabled: Option<String>,
+    pub secret: WebhookSecret,
+    /// The secret before the last rotation, which still signs until
+    /// `previous_until`.
+    pub previous_secret: Option<WebhookSecret>,
+    pub previous_until: Option<Timestamp>,
+    /// Since when every attempt at it has failed (`None`: its last one
+    /// succeeded, or none was made).
+    pub failing_since: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+impl WebhookEndpoint {
+    /// Disabled by its owner.
+    pub const DISABLED_BY_OWNER: &'static str = "owner";
+    /// Disabled because the receiver answered `410 Gone`.
+    pub const DISABLED_GONE: &'static str = "gone";
+    /// Disabled because every attempt failed for `webhooks.disable_after`.
+    pub const DISABLED_FAILING: &'static str = "failing";
+
+    /// The secrets that sign a message sent at `now`: the current one, and
+    /// the previous one while the rotation overlaps.
+    pub fn signing_secrets(&self, now: Timestamp) -> Vec<&WebhookSecret> {
+        signing(
+            &self.secret,
+            &self.previous_secret,
+            self.previous_until,
+            now,
+        )
+    }
+}
+
+fn signing<'a>(
+    current: &'a WebhookSecret,
+    previous: &'a Option<WebhookSecret>,
+    until: Option<Timestamp>,
+    now: Timestamp,
+) -> Vec<&'a WebhookSecret> {
+    let mut all = vec![current];
+    if let (Some(p), Some(until)) = (previous, until)
+        && now < until
+    {
+        all.push(p);
+    }
+    all
+}
+
+/// The secret that signs an account's per-call webhooks of one mode.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SigningSecret {
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub secret: WebhookSecret,
+    pub previous_secret: Option<WebhookSecret>,
+    pub previous_until: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+impl SigningSecret {
+    /// As [`WebhookEndpoint::signing_secrets`].
+    pub fn signing_secrets(&self, now: Timestamp) -> Vec<&WebhookSecret> {
+        signing(
+            &self.secret,
+            &self.previous_secret,
+            self.previous_until,
+            now,
+        )
+    }
+}
+
+/// Changes to an endpoint; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct WebhookEndpointUpdate {
+    pub url: Option<String>,
+    pub events: Option<WebhookEvents>,
+    /// `Some(None)` removes it.
+    pub description: Option<Option<String>>,
+    /// `Some(true)` enables it (and forgets its failures), `Some(false)`
+    /// disables it as its owner.
+    pub enabled: Option<bool>,
+}
+
+/// One event's delivery to an endpoint (`endpoint_id`) or to a call's own
+/// webhook (`url`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct WebhookDelivery {
+    pub seq: i64,
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub event_type: WebhookEvent,
+    /// `None` for a test event.
+    pub task_id: Option<TaskId>,
+    pub endpoint_id: Option<WebhookEndpointId>,
+    pub url: Option<String>,
+    pub status: DeliveryStatus,
+    pub attempts: DeliveryAttempts,
+    /// The body, made at the first attempt and sent as it is after.
+    pub payload: Option<String>,
+    pub next_attempt_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+impl WebhookDelivery {
+    pub fn id(&self) -> WebhookDeliveryId {
+        WebhookDeliveryId::new(self.seq, self.created_at)
+    }
+
+    /// The `webhook-id` of every attempt at it: of the task's event, or of
+    /// this test.
+    pub fn message_id(&self) -> String {
+        match self.task_id {
+            Some(task) => self.event_type.message_id(task),
+            None => {
+                let id = self.id().to_string();
+                format!("msg_{}", &id[WebhookDeliveryId::PREFIX.len()..])
+            }
+        }
+    }
+}
+
+/// What an attempt at a delivery did, written by the sender that holds it.
+#[derive(Debug, Clone)]
+pub struct DeliveryOutcome {
+    pub attempt: DeliveryAttempt,
+    pub status: DeliveryStatus,
+    /// When to try again; `None`: not again.
+    pub next_attempt_at: Option<Timestamp>,
+    /// The body sent, stored at the first attempt.
+    pub payload: String,
+    /// When the sender claimed it: a replay asked for after this is kept.
+    pub claimed_at: Timestamp,
+}
+
+/// A page of an account's deliveries of one mode, newest first.
+#[derive(Debug, Clone)]
+pub struct DeliveryQuery {
+    pub account_id: AccountId,
+    pub mode: Mode,
+    pub endpoint_id: Option<WebhookEndpointId>,
+    pub task_id: Option<TaskId>,
+    pub status: Option<DeliveryStatus>,
+    /// Only deliveries older than this one (the page's cursor).
+    pub before: Option<i64>,
+    pub limit: i64,
 }

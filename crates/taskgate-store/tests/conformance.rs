@@ -45,6 +45,8 @@ mod untold;
 mod usage;
 #[path = "conformance/users.rs"]
 mod users;
+#[path = "conformance/webhooks.rs"]
+mod webhooks;
 
 /// One test per backend and check. A check named here runs on every backend.
 macro_rules! conformance {
@@ -143,6 +145,14 @@ conformance! {
         concurrent_writes_each_commit,
         a_failing_write_fails_alone,
         concurrent_capped_starts_never_overshoot,
+    ],
+    webhooks: [
+        endpoints_are_kept_per_account_and_mode,
+        an_endpoint_that_keeps_failing_is_disabled,
+        signing_secrets_are_made_once_and_rotate,
+        every_change_of_a_task_writes_its_deliveries,
+        senders_hold_deliveries_under_a_lease,
+        tests_and_deletes_and_purges,
     ],
 }
 

@@ -166,7 +166,7 @@ struct CreateKey {
     key_type: String,
     #[arg(long)]
     name: String,
-    /// Restricted keys: comma-separated scopes (apis:read, tasks:read, tasks:write).
+    /// Restricted keys: comma-separated scopes (apis:read, tasks:read, tasks:write, webhooks:read, webhooks:write).
     #[arg(long, value_delimiter = ',')]
     scopes: Option<Vec<String>>,
     /// Restricted keys: the only API slugs the key may call.

@@ -222,7 +222,9 @@ fn key_error(e: KeyError) -> anyhow::Error {
         KeyError::NotFound(id) => anyhow!("no key with id {:?}", id.to_string()),
         KeyError::BadName => anyhow!("--name must be 1 to {} characters", keys::NAME_MAX_CHARS),
         KeyError::ScopesNeeded => {
-            anyhow!("a restricted key needs --scopes (apis:read, tasks:read, tasks:write)")
+            anyhow!(
+                "a restricted key needs --scopes (apis:read, tasks:read, tasks:write, webhooks:read, webhooks:write)"
+            )
         }
         KeyError::ScopesNotRestricted => {
             anyhow!("--scopes applies to restricted keys only; live and test keys have full access")

@@ -316,7 +316,13 @@ fn migrate_accounts_and_keys() {
     assert_eq!(live["mode"], json!("live"));
     assert_eq!(
         live["scopes"],
-        json!(["apis:read", "tasks:read", "tasks:write"])
+        json!([
+            "apis:read",
+            "tasks:read",
+            "tasks:write",
+            "webhooks:read",
+            "webhooks:write"
+        ])
     );
     assert_eq!(live["allowed_apis"], json!(null));
     assert_eq!(live["expires_at"], json!(null));

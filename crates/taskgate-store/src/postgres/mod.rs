@@ -28,6 +28,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
         append_before: "(events::jsonb || jsonb_build_array(",
         append_after: "::jsonb))::text",
+        skip_locked: " FOR UPDATE SKIP LOCKED",
     })
 });
 
@@ -308,6 +309,16 @@ impl HotPath for PgStore {
             .bind(event)
             .fetch_optional(&mut *tx)
             .await?;
+        if let Some(t) = &cancelled {
+            sqlx::query(crate::ENQUEUE_WEBHOOKS)
+                .bind(t.account_id)
+                .bind(t.mode)
+                .bind(t.id)
+                .bind(taskgate_core::WebhookEvent::TaskCancelled.bit())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
         if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
             sqlx::query(crate::sql::RELEASE_SPEND)
                 .bind(t.account_id)

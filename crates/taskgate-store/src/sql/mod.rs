@@ -113,6 +113,10 @@ pub(crate) use key_columns;
 pub struct Dialect {
     pub append_before: &'static str,
     pub append_after: &'static str,
+    /// What a claim's subquery adds so that concurrent claimers skip each
+    /// other's rows (PostgreSQL's `FOR UPDATE SKIP LOCKED`; SQLite has one
+    /// writer).
+    pub skip_locked: &'static str,
 }
 
 /// `status = '<state>'`, or `status IN ('<state>', '<state>', …)`.
@@ -151,6 +155,9 @@ pub struct Statements {
     pub cancelled_attempts: String,
     /// Lease renewal, without its `id IN (…)` list: `$1` runner, `$2` lease.
     pub renew_prefix: String,
+    /// Due webhook deliveries held by a sender: `$1` runner, `$2` now, `$3`
+    /// lease, `$4` limit, `$5` the runner whose holdings are taken back.
+    pub claim_deliveries: String,
 }
 
 impl Statements {
@@ -162,7 +169,7 @@ impl Statements {
                  output_tokens = $7, cost_micros = $8, attempts = $9, completed_at = $10, \
                  reasoning_tokens = $12, cached_input_tokens = $13, \
                  lease_until = NULL, events = {} WHERE id = $1 AND {} \
-                 RETURNING account_id, reserved_micros, created_at",
+                 RETURNING account_id, reserved_micros, created_at, mode",
                 append(11),
                 status_in(t.from())
             )
@@ -192,7 +199,7 @@ impl Statements {
             interrupt: format!(
                 "UPDATE tasks SET status = '{}', error = $2, completed_at = $1, lease_until = NULL, \
                  events = {} WHERE {} AND (lease_until < $1 OR runner = $4) \
-                 RETURNING id, account_id, reserved_micros, created_at",
+                 RETURNING id, account_id, reserved_micros, created_at, mode",
                 interrupt.to().as_str(),
                 append(3),
                 status_in(interrupt.from())
@@ -210,6 +217,14 @@ impl Statements {
             cancelled_attempts: format!(
                 "UPDATE tasks SET attempts = $1 WHERE id = $2 AND {}",
                 status_in(&[TaskStatus::Cancelled])
+            ),
+            claim_deliveries: format!(
+                "UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN \
+                 (SELECT seq FROM webhook_deliveries WHERE next_attempt_at <= $2 \
+                 AND (lease_until IS NULL OR lease_until < $2 OR runner = $5) \
+                 ORDER BY next_attempt_at LIMIT $4{}) RETURNING {}",
+                d.skip_locked,
+                crate::webhooks::delivery_columns!()
             ),
             renew_prefix: format!(
                 "UPDATE tasks SET lease_until = $2 WHERE {} AND runner = $1 AND id IN (",
@@ -366,6 +381,7 @@ macro_rules! impl_store {
         $crate::sql::impl_spend!($store);
         $crate::users::impl_users!($store);
         $crate::usage::impl_requests!($store);
+        $crate::webhooks::impl_webhooks!($store);
     };
 }
 pub(crate) use impl_store;
@@ -381,6 +397,7 @@ mod tests {
         let s = Statements::new(&Dialect {
             append_before: "f(",
             append_after: ")",
+            skip_locked: "",
         });
         let set = |t: TaskStatus| format!("UPDATE tasks SET status = '{t}',");
         let is = |t: TaskStatus| format!("status = '{t}'");

@@ -196,6 +196,7 @@ macro_rules! impl_tasks {
                         taskgate_core::AccountId,
                         i64,
                         taskgate_core::Timestamp,
+                        taskgate_core::Mode,
                     )> = sqlx::query_as(Self::statements().interrupt.as_str())
                         .bind(now)
                         .bind(taskgate_core::TaskError::interrupted())
@@ -203,7 +204,18 @@ macro_rules! impl_tasks {
                         .bind(dead_runner)
                         .fetch_all(&mut *tx)
                         .await?;
-                    for (_, account, reserved, created_at) in rows.iter().filter(|r| r.2 > 0) {
+                    // Each interrupted task's end, to its webhooks.
+                    for (id, account, _, _, mode) in &rows {
+                        sqlx::query($crate::ENQUEUE_WEBHOOKS)
+                            .bind(*account)
+                            .bind(*mode)
+                            .bind(*id)
+                            .bind(taskgate_core::WebhookEvent::TaskFailed.bit())
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    for (_, account, reserved, created_at, _) in rows.iter().filter(|r| r.2 > 0) {
                         sqlx::query($crate::sql::RELEASE_SPEND)
                             .bind(*account)
                             .bind(created_at.month_key())

@@ -5,7 +5,9 @@
 //! until they end (`held.rs`); every operation that could find a held task
 //! writes it first.
 
-use taskgate_core::{AccountId, Mode, RunnerId, TaskEvent, TaskId, Timestamp, Transition};
+use taskgate_core::{
+    AccountId, Mode, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp, Transition, WebhookEvent,
+};
 
 use super::held::Held;
 use super::writer::bind;
@@ -200,8 +202,12 @@ impl HotPath for SqliteStore {
                         let mut rows = stmt.raw_query();
                         rows.next()?.map(task_from_row).transpose()?
                     };
-                    if let Some(t) = cancelled.as_ref().filter(|t| t.reserved_micros > 0) {
-                        release(conn, t.account_id, t.created_at, t.reserved_micros)?;
+                    if let Some(t) = &cancelled {
+                        let bit = WebhookEvent::TaskCancelled.bit();
+                        enqueue_webhooks(conn, t.account_id, t.mode, t.id, bit, now)?;
+                        if t.reserved_micros > 0 {
+                            release(conn, t.account_id, t.created_at, t.reserved_micros)?;
+                        }
                     }
                     Ok(cancelled)
                 })
@@ -271,17 +277,20 @@ fn end_row(
             &f.cached_input_tokens,
         ],
     )?;
-    let done: Option<(AccountId, i64, Timestamp)> = {
+    let done: Option<(AccountId, i64, Timestamp, Mode)> = {
         let mut rows = stmt.raw_query();
         match rows.next()? {
-            Some(r) => Some((column(r, 0)?, column(r, 1)?, column(r, 2)?)),
+            Some(r) => Some((column(r, 0)?, column(r, 1)?, column(r, 2)?, column(r, 3)?)),
             None => None,
         }
     };
-    let Some((account, reserved, created_at)) = done else {
+    let Some((account, reserved, created_at, mode)) = done else {
         // Cancelled (or ended by the sweeper) meanwhile: drop the result.
         return Ok(false);
     };
+    if let Some(event) = WebhookEvent::of_status(transition.to()) {
+        enqueue_webhooks(conn, account, mode, id, event.bit(), f.completed_at)?;
+    }
     charge(conn, account, reserved, created_at, f)?;
     Ok(true)
 }
@@ -363,6 +372,36 @@ pub(super) fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreRe
         ],
     )?;
     stmt.raw_execute()?;
+    // Its webhooks: a task stored as it runs, or as it ends, had its start
+    // and (then) its end in this commit.
+    let ran = t.started_at.map(|_| WebhookEvent::TaskRunning.bit());
+    let ended = match t.status {
+        TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Cancelled => {
+            WebhookEvent::of_status(t.status).map(WebhookEvent::bit)
+        }
+        _ => None,
+    };
+    let bits = ran.unwrap_or(0) | ended.unwrap_or(0);
+    if bits != 0 {
+        let at = t.completed_at.or(t.started_at).unwrap_or(t.created_at);
+        enqueue_webhooks(conn, t.account_id, t.mode, t.id, bits, at)?;
+    }
+    Ok(())
+}
+
+/// The deliveries of task `task`'s events `bits` at `at`, in the open
+/// transaction ([`crate::ENQUEUE_WEBHOOKS`]).
+fn enqueue_webhooks(
+    conn: &rusqlite::Connection,
+    account: AccountId,
+    mode: Mode,
+    task: TaskId,
+    bits: i64,
+    at: Timestamp,
+) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(crate::ENQUEUE_WEBHOOKS)?;
+    bind(&mut stmt, &[&account, &mode, &task, &bits, &at])?;
+    stmt.raw_execute()?;
     Ok(())
 }
 
@@ -377,8 +416,15 @@ fn claim_row(
 ) -> StoreResult<Option<TaskRecord>> {
     let mut stmt = conn.prepare_cached(&STATEMENTS.claim)?;
     bind(&mut stmt, &[&id, &now, runner, &lease_until, event])?;
-    let mut rows = stmt.raw_query();
-    rows.next()?.map(task_from_row).transpose()
+    let claimed = {
+        let mut rows = stmt.raw_query();
+        rows.next()?.map(task_from_row).transpose()?
+    };
+    if let Some(t) = &claimed {
+        let bit = WebhookEvent::TaskRunning.bit();
+        enqueue_webhooks(conn, t.account_id, t.mode, t.id, bit, now)?;
+    }
+    Ok(claimed)
 }
 
 /// The account's running tasks of `mode`.

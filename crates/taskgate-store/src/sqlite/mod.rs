@@ -32,6 +32,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
         append_before: "json_insert(events, '$[#]', json(",
         append_after: "))",
+        skip_locked: "",
     })
 });
 

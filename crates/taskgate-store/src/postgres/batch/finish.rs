@@ -1,6 +1,7 @@
 //! Many ends of running tasks in one statement, with the spend they move.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use sqlx::PgConnection;
 use taskgate_core::{TaskId, TaskStatus};
@@ -43,7 +44,7 @@ pub(super) async fn finish_many(
     fn column<T>(list: &[(TaskId, &TaskFinish)], f: impl Fn(&TaskFinish) -> T) -> Vec<T> {
         list.iter().map(|(_, x)| f(x)).collect()
     }
-    let ids: Vec<(TaskId,)> = sqlx::query_as(FINISH_MANY)
+    let ids: Vec<(TaskId,)> = sqlx::query_as(FINISH_MANY.as_str())
         .bind(
             list.iter()
                 .map(|(id, _)| id.to_string())
@@ -76,11 +77,15 @@ pub(super) async fn finish_many(
 /// statement), in key order, so that concurrent writers lock rows in one
 /// order. A reservation's month has its row already.
 ///
+/// The deliveries of their webhooks are written by the same statement.
+///
 /// The state each task must be in comes as a column (`was`), not a
 /// constant: with `status = 'running'` the planner may scan every running
 /// task (dead index entries included) and hash them, instead of looking
 /// each task up by its key.
-const FINISH_MANY: &str = "WITH ended AS (\
+static FINISH_MANY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH ended AS (\
      UPDATE tasks SET status = u.status, output = u.output, error = u.error, units = u.units, \
      input_tokens = u.input_tokens, output_tokens = u.output_tokens, cost_micros = u.cost_micros, \
      reasoning_tokens = u.reasoning_tokens, cached_input_tokens = u.cached_input_tokens, \
@@ -93,7 +98,8 @@ const FINISH_MANY: &str = "WITH ended AS (\
      reasoning_tokens, cached_input_tokens) \
      WHERE tasks.id = u.id AND tasks.status = u.was \
      RETURNING tasks.id, tasks.account_id, tasks.reserved_micros, tasks.created_at, \
-     u.charge_account, u.charge_month, u.cost_micros), \
+     u.charge_account, u.charge_month, u.cost_micros, tasks.mode, u.status AS ended_status, \
+     u.completed_at AS ended_at), \
      moves (account_id, month, released, charged) AS (\
      SELECT account_id, to_char(timestamp 'epoch' + created_at * interval '1 millisecond', 'YYYY-MM'), \
      reserved_micros, 0 FROM ended WHERE reserved_micros > 0 \
@@ -105,5 +111,11 @@ const FINISH_MANY: &str = "WITH ended AS (\
      SELECT account_id, month, charged FROM sums ORDER BY account_id, month \
      ON CONFLICT (account_id, month) DO UPDATE SET micros = s.micros + excluded.micros, \
      reserved = GREATEST(s.reserved - (SELECT released FROM sums \
-     WHERE sums.account_id = excluded.account_id AND sums.month = excluded.month), 0)) \
-     SELECT id FROM ended";
+     WHERE sums.account_id = excluded.account_id AND sums.month = excluded.month), 0)), \
+     hooks AS ({}) SELECT id FROM ended",
+        crate::webhooks::enqueue_from(
+            "(SELECT id, account_id, mode, 'task.' || ended_status AS event, ended_at AS at \
+             FROM ended)"
+        )
+    )
+});

@@ -1,5 +1,7 @@
 //! Many tasks inserted in one statement, an array of values per column.
 
+use std::sync::LazyLock;
+
 use sqlx::PgConnection;
 use taskgate_core::Timestamp;
 use taskgate_core::column::TextColumn;
@@ -25,9 +27,9 @@ pub(super) async fn insert_many(
     let some_ints =
         |f: fn(&TaskRecord) -> Option<i64>| tasks.iter().map(|t| f(t)).collect::<Vec<_>>();
     sqlx::query(if flush {
-        INSERT_MANY
+        INSERT_MANY.as_str()
     } else {
-        INSERT_MANY_UNFLUSHED
+        INSERT_MANY_UNFLUSHED.as_str()
     })
     .bind(strings(|t| t.id.to_string()))
     .bind(strings(|t| t.account_id.to_string()))
@@ -74,16 +76,35 @@ macro_rules! insert_rows {
      $27::bigint[])", $where) };
 }
 
-/// [`crate::sql::INSERT_TASK`]'s columns, from one array each.
-const INSERT_MANY: &str = insert_rows!("");
+/// [`crate::sql::INSERT_TASK`]'s columns, from one array each, with the
+/// deliveries of the webhooks of tasks stored running (or ended).
+static INSERT_MANY: LazyLock<String> = LazyLock::new(|| with_webhooks(insert_rows!("")));
 
 /// [`INSERT_MANY`], its transaction committed without waiting for the WAL
 /// flush: `set_config(…, true)` is `SET LOCAL` inside the statement, so no
 /// round trip is added (a statement alone is its own transaction). The
 /// setting is read at commit; the rows are visible to every session at
 /// once either way.
-const INSERT_MANY_UNFLUSHED: &str =
-    insert_rows!(" WHERE set_config('synchronous_commit', 'off', true) = 'off'");
+static INSERT_MANY_UNFLUSHED: LazyLock<String> = LazyLock::new(|| {
+    with_webhooks(insert_rows!(
+        " WHERE set_config('synchronous_commit', 'off', true) = 'off'"
+    ))
+});
+
+/// `insert` and, in the same statement, the deliveries of the start (and
+/// end) of each task it stores already running (or ended).
+fn with_webhooks(insert: &str) -> String {
+    format!(
+        "WITH ins AS ({insert} RETURNING id, account_id, mode, status, started_at, completed_at), \
+         hooks AS ({}) SELECT 1",
+        crate::webhooks::enqueue_from(
+            "(SELECT id, account_id, mode, 'task.running' AS event, started_at AS at FROM ins \
+             WHERE started_at IS NOT NULL UNION ALL SELECT id, account_id, mode, \
+             'task.' || status, completed_at FROM ins \
+             WHERE status IN ('succeeded', 'failed', 'cancelled'))"
+        )
+    )
+}
 
 #[cfg(test)]
 mod tests {
@@ -108,7 +129,15 @@ mod tests {
              key_id text, idempotency_key text, timeout_ms bigint, sandbox text, events text, \
              attempts text, created_at bigint, started_at bigint, completed_at bigint, \
              runner text, lease_until bigint, reserved_micros bigint, \
-             reasoning_tokens bigint, cached_input_tokens bigint)",
+             reasoning_tokens bigint, cached_input_tokens bigint); \
+             CREATE TEMP TABLE webhook_endpoints (id text, account_id text, mode text, \
+             events bigint, disabled text); \
+             CREATE TEMP TABLE task_webhooks (task_id text, account_id text, mode text, \
+             url text, events bigint); \
+             CREATE TEMP TABLE webhook_event_types (bit bigint, name text); \
+             CREATE TEMP TABLE webhook_deliveries (account_id text, mode text, event_type text, \
+             task_id text, endpoint_id text, url text, status text, attempts text, \
+             next_attempt_at bigint, created_at bigint)",
         )
         .execute(&mut conn)
         .await

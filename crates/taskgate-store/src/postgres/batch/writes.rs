@@ -1,6 +1,8 @@
 //! A batch's jobs as statements: inserts without a cap in one statement,
 //! finishes in one, claims and capped inserts one or two each.
 
+use std::sync::LazyLock;
+
 use sqlx::PgConnection;
 use taskgate_core::{AccountId, Mode, TaskId};
 
@@ -51,6 +53,17 @@ async fn at_cap(
         .await?;
     Ok(running >= i64::from(cap))
 }
+
+/// The claim, with the deliveries of the task's start in the same statement.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH c AS ({}), hooks AS ({}) SELECT * FROM c",
+        STATEMENTS.claim,
+        crate::webhooks::enqueue_from(
+            "(SELECT id, account_id, mode, 'task.running' AS event, CAST($2 AS BIGINT) AS at FROM c)"
+        )
+    )
+});
 
 /// A transaction-scoped lock per account.
 const LOCK_ACCOUNT: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
@@ -137,7 +150,7 @@ async fn run(conn: &mut PgConnection, work: &Work) -> Result<Done, sqlx::Error> 
                 return Ok(Done::AtCap);
             }
             Ok(Done::Claimed(
-                sqlx::query_as::<_, TaskRecord>(STATEMENTS.claim.as_str())
+                sqlx::query_as::<_, TaskRecord>(CLAIM.as_str())
                     .bind(id)
                     .bind(now)
                     .bind(runner)

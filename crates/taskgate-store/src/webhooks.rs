@@ -1,0 +1,684 @@
+//! Webhooks: the endpoints accounts register, the secrets that sign their
+//! calls' own webhooks, and the outbox of deliveries. The deliveries of a
+//! task's change are written by the change's own commit (the hot path's
+//! writes run [`ENQUEUE`], or its PostgreSQL batch form, beside the task's
+//! statement), so no event is lost between a task's end and its sending;
+//! the senders claim due deliveries under a lease, as runners claim tasks.
+
+use async_trait::async_trait;
+use taskgate_core::{
+    AccountId, Mode, RunnerId, TaskId, Timestamp, WebhookEndpointId, WebhookEvents, WebhookSecret,
+};
+
+use crate::{
+    DeliveryOutcome, DeliveryQuery, SigningSecret, StoreResult, WebhookDelivery, WebhookEndpoint,
+    WebhookEndpointUpdate,
+};
+
+/// Webhook endpoints, signing secrets and deliveries.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    async fn create_endpoint(&self, endpoint: &WebhookEndpoint) -> StoreResult<()>;
+    /// The account's endpoint `id` of `mode`.
+    async fn get_endpoint(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        id: WebhookEndpointId,
+    ) -> StoreResult<Option<WebhookEndpoint>>;
+    /// Endpoint `id`, whoever owns it (the senders).
+    async fn get_endpoint_by_id(
+        &self,
+        id: WebhookEndpointId,
+    ) -> StoreResult<Option<WebhookEndpoint>>;
+    /// The account's endpoints of `mode` after `after`, oldest first, at
+    /// most `limit`.
+    async fn list_endpoints(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        after: Option<WebhookEndpointId>,
+        limit: i64,
+    ) -> StoreResult<Vec<WebhookEndpoint>>;
+    async fn update_endpoint(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        id: WebhookEndpointId,
+        update: &WebhookEndpointUpdate,
+    ) -> StoreResult<Option<WebhookEndpoint>>;
+    /// Deletes the endpoint and stops its deliveries still to be sent (they
+    /// stay in the log). Whether it existed.
+    async fn delete_endpoint(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        id: WebhookEndpointId,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
+    /// A new secret for the endpoint; the current one keeps signing beside
+    /// it until `previous_until`.
+    async fn rotate_endpoint_secret(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        id: WebhookEndpointId,
+        secret: &WebhookSecret,
+        previous_until: Timestamp,
+    ) -> StoreResult<Option<WebhookEndpoint>>;
+    /// What the senders learnt of an endpoint by an attempt: `Ok` forgets
+    /// its failures; a failure at `now` marks it failing since then (if it
+    /// was not), and disables it if it has been failing since
+    /// `disable_before` or earlier. Whether it is disabled now.
+    async fn endpoint_attempted(
+        &self,
+        id: WebhookEndpointId,
+        ok: bool,
+        now: Timestamp,
+        disable_before: Timestamp,
+    ) -> StoreResult<bool>;
+    /// Disables an endpoint for `reason` ([`WebhookEndpoint::DISABLED_GONE`]).
+    async fn disable_endpoint(&self, id: WebhookEndpointId, reason: &str) -> StoreResult<()>;
+
+    /// The account's signing secret of `mode` for its calls' webhooks,
+    /// made from `new` (at `now`) if it has none yet.
+    async fn signing_secret(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        new: &WebhookSecret,
+        now: Timestamp,
+    ) -> StoreResult<SigningSecret>;
+    /// A new signing secret; the current one keeps signing until
+    /// `previous_until`.
+    async fn rotate_signing_secret(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        secret: &WebhookSecret,
+        previous_until: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<SigningSecret>;
+
+    /// A call's own webhook, written before its task is.
+    async fn attach_task_webhook(
+        &self,
+        task_id: TaskId,
+        account_id: AccountId,
+        mode: Mode,
+        url: &str,
+        events: WebhookEvents,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// A `webhook.test` delivery to the endpoint, due now, with its body.
+    async fn enqueue_test(
+        &self,
+        endpoint: &WebhookEndpoint,
+        payload: &str,
+        now: Timestamp,
+    ) -> StoreResult<WebhookDelivery>;
+    async fn get_delivery(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        seq: i64,
+    ) -> StoreResult<Option<WebhookDelivery>>;
+    async fn list_deliveries(&self, query: &DeliveryQuery) -> StoreResult<Vec<WebhookDelivery>>;
+    /// Makes the delivery due at `now` (a replay: a new attempt, the same
+    /// message).
+    async fn retry_delivery(
+        &self,
+        account_id: AccountId,
+        mode: Mode,
+        seq: i64,
+        now: Timestamp,
+    ) -> StoreResult<Option<WebhookDelivery>>;
+    /// Up to `limit` deliveries due at `now` that no sender holds, held by
+    /// `runner` until `lease_until`; with `reclaim`, also those `reclaim`
+    /// (this instance's previous life) held when it stopped.
+    async fn claim_deliveries(
+        &self,
+        runner: &RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+        reclaim: Option<&RunnerId>,
+    ) -> StoreResult<Vec<WebhookDelivery>>;
+    /// Writes an attempt's outcome, if `runner` still holds the delivery.
+    async fn record_delivery(
+        &self,
+        seq: i64,
+        runner: &RunnerId,
+        outcome: &DeliveryOutcome,
+    ) -> StoreResult<bool>;
+    /// Deletes up to `limit` deliveries made before `created_before` (and
+    /// calls' webhooks as old); how many deliveries.
+    async fn purge_deliveries(&self, created_before: Timestamp, limit: i64) -> StoreResult<u64>;
+}
+
+/// The deliveries of a task's change, written in the change's commit: one
+/// per event of `$4` (bits) that each enabled endpoint of the task's
+/// account and mode wants, and its call's own webhook wants. `$1` account,
+/// `$2` mode, `$3` task, `$4` event bits, `$5` now. An account without
+/// endpoints costs one probe of an index.
+pub const ENQUEUE: &str = "INSERT INTO webhook_deliveries (account_id, mode, event_type, task_id, \
+     endpoint_id, url, status, attempts, next_attempt_at, created_at) \
+     SELECT w.account_id, w.mode, t.name, CAST($3 AS TEXT), w.id, NULL, 'pending', '[]', \
+     CAST($5 AS BIGINT), CAST($5 AS BIGINT) FROM webhook_endpoints w JOIN webhook_event_types t \
+     ON (w.events & t.bit) <> 0 AND (t.bit & CAST($4 AS BIGINT)) <> 0 \
+     WHERE w.account_id = $1 AND w.mode = $2 AND w.disabled IS NULL \
+     UNION ALL SELECT h.account_id, h.mode, t.name, h.task_id, NULL, h.url, 'pending', '[]', \
+     CAST($5 AS BIGINT), CAST($5 AS BIGINT) FROM task_webhooks h JOIN webhook_event_types t \
+     ON (h.events & t.bit) <> 0 AND (t.bit & CAST($4 AS BIGINT)) <> 0 WHERE h.task_id = $3";
+
+/// [`ENQUEUE`] for many tasks in one statement (PostgreSQL's batches, as a
+/// data-modifying `WITH` part): the deliveries of the events of `source`,
+/// a relation of `(id, account_id, mode, event, at)`, `event` an event's
+/// name.
+pub fn enqueue_from(source: &str) -> String {
+    let columns = "INSERT INTO webhook_deliveries (account_id, mode, event_type, task_id, \
+         endpoint_id, url, status, attempts, next_attempt_at, created_at)";
+    format!(
+        "{columns} SELECT w.account_id, w.mode, t.name, s.id, w.id, NULL, 'pending', '[]', s.at, s.at \
+         FROM {source} s JOIN webhook_endpoints w ON w.account_id = s.account_id \
+         AND w.mode = s.mode AND w.disabled IS NULL \
+         JOIN webhook_event_types t ON t.name = s.event AND (w.events & t.bit) <> 0 \
+         UNION ALL SELECT h.account_id, h.mode, t.name, s.id, NULL, h.url, 'pending', '[]', s.at, s.at \
+         FROM {source} s JOIN task_webhooks h ON h.task_id = s.id \
+         JOIN webhook_event_types t ON t.name = s.event AND (h.events & t.bit) <> 0"
+    )
+}
+
+macro_rules! endpoint_columns {
+    () => {
+        "id, account_id, mode, url, events, description, disabled, secret, previous_secret, \
+         previous_until, failing_since, created_at"
+    };
+}
+pub(crate) use endpoint_columns;
+
+macro_rules! delivery_columns {
+    () => {
+        "seq, account_id, mode, event_type, task_id, endpoint_id, url, status, attempts, payload, \
+         next_attempt_at, created_at"
+    };
+}
+pub(crate) use delivery_columns;
+
+/// [`WebhookStore`] for a backend (see `backend.rs`).
+macro_rules! impl_webhooks {
+    ($store:ty) => {
+        const _: () = {
+            use $crate::backend::SqlBackend as _;
+
+            #[async_trait::async_trait]
+            impl $crate::WebhookStore for $store {
+                async fn create_endpoint(
+                    &self,
+                    e: &$crate::WebhookEndpoint,
+                ) -> $crate::StoreResult<()> {
+                    sqlx::query(concat!(
+                        "INSERT INTO webhook_endpoints (",
+                        $crate::webhooks::endpoint_columns!(),
+                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                    ))
+                    .bind(e.id)
+                    .bind(e.account_id)
+                    .bind(e.mode)
+                    .bind(&e.url)
+                    .bind(e.events.bits())
+                    .bind(&e.description)
+                    .bind(&e.disabled)
+                    .bind(&e.secret)
+                    .bind(&e.previous_secret)
+                    .bind(e.previous_until)
+                    .bind(e.failing_since)
+                    .bind(e.created_at)
+                    .execute(self.writer())
+                    .await?;
+                    Ok(())
+                }
+
+                async fn get_endpoint(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    id: taskgate_core::WebhookEndpointId,
+                ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::webhooks::endpoint_columns!(),
+                        " FROM webhook_endpoints WHERE id = $1 AND account_id = $2 AND mode = $3"
+                    ))
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .fetch_optional(self.reader())
+                    .await?)
+                }
+
+                async fn get_endpoint_by_id(
+                    &self,
+                    id: taskgate_core::WebhookEndpointId,
+                ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::webhooks::endpoint_columns!(),
+                        " FROM webhook_endpoints WHERE id = $1"
+                    ))
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+                }
+
+                async fn list_endpoints(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    after: Option<taskgate_core::WebhookEndpointId>,
+                    limit: i64,
+                ) -> $crate::StoreResult<Vec<$crate::WebhookEndpoint>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::webhooks::endpoint_columns!(),
+                        " FROM webhook_endpoints WHERE account_id = $1 AND mode = $2 \
+                         AND ($3 IS NULL OR id > $3) ORDER BY id LIMIT $4"
+                    ))
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(after)
+                    .bind(limit)
+                    .fetch_all(self.reader())
+                    .await?)
+                }
+
+                async fn update_endpoint(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    id: taskgate_core::WebhookEndpointId,
+                    u: &$crate::WebhookEndpointUpdate,
+                ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
+                    // Enabling forgets the failures; disabling is the owner's.
+                    let (set_enabled, disabled) = match u.enabled {
+                        None => (false, None),
+                        Some(true) => (true, None),
+                        Some(false) => (true, Some($crate::WebhookEndpoint::DISABLED_BY_OWNER)),
+                    };
+                    Ok(sqlx::query_as(concat!(
+                        "UPDATE webhook_endpoints SET url = COALESCE($4, url), \
+                         events = COALESCE($5, events), \
+                         description = CASE WHEN $6 THEN $7 ELSE description END, \
+                         disabled = CASE WHEN $8 THEN $9 ELSE disabled END, \
+                         failing_since = CASE WHEN $8 THEN NULL ELSE failing_since END \
+                         WHERE id = $1 AND account_id = $2 AND mode = $3 RETURNING ",
+                        $crate::webhooks::endpoint_columns!()
+                    ))
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(&u.url)
+                    .bind(u.events.map(|e| e.bits()))
+                    .bind(u.description.is_some())
+                    .bind(u.description.clone().flatten())
+                    .bind(set_enabled)
+                    .bind(disabled)
+                    .fetch_optional(self.writer())
+                    .await?)
+                }
+
+                async fn delete_endpoint(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    id: taskgate_core::WebhookEndpointId,
+                    _now: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<bool> {
+                    let mut tx = self.writer().begin().await?;
+                    let gone = sqlx::query(
+                        "DELETE FROM webhook_endpoints WHERE id = $1 AND account_id = $2 AND mode = $3",
+                    )
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if gone == 1 {
+                        sqlx::query(
+                            "UPDATE webhook_deliveries SET next_attempt_at = NULL, \
+                             status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END \
+                             WHERE endpoint_id = $1 AND next_attempt_at IS NOT NULL",
+                        )
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(gone == 1)
+                }
+
+                async fn rotate_endpoint_secret(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    id: taskgate_core::WebhookEndpointId,
+                    secret: &taskgate_core::WebhookSecret,
+                    previous_until: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
+                    Ok(sqlx::query_as(concat!(
+                        "UPDATE webhook_endpoints SET previous_secret = secret, secret = $4, \
+                         previous_until = $5 WHERE id = $1 AND account_id = $2 AND mode = $3 \
+                         RETURNING ",
+                        $crate::webhooks::endpoint_columns!()
+                    ))
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(secret)
+                    .bind(previous_until)
+                    .fetch_optional(self.writer())
+                    .await?)
+                }
+
+                async fn endpoint_attempted(
+                    &self,
+                    id: taskgate_core::WebhookEndpointId,
+                    ok: bool,
+                    now: taskgate_core::Timestamp,
+                    disable_before: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<bool> {
+                    if ok {
+                        sqlx::query(
+                            "UPDATE webhook_endpoints SET failing_since = NULL \
+                             WHERE id = $1 AND failing_since IS NOT NULL",
+                        )
+                        .bind(id)
+                        .execute(self.writer())
+                        .await?;
+                        return Ok(false);
+                    }
+                    let disabled: Option<(Option<String>,)> = sqlx::query_as(
+                        "UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, $2), \
+                         disabled = CASE WHEN disabled IS NULL AND COALESCE(failing_since, $2) <= $3 \
+                         THEN 'failing' ELSE disabled END WHERE id = $1 RETURNING disabled",
+                    )
+                    .bind(id)
+                    .bind(now)
+                    .bind(disable_before)
+                    .fetch_optional(self.writer())
+                    .await?;
+                    Ok(matches!(disabled, Some((Some(_),))))
+                }
+
+                async fn disable_endpoint(
+                    &self,
+                    id: taskgate_core::WebhookEndpointId,
+                    reason: &str,
+                ) -> $crate::StoreResult<()> {
+                    sqlx::query(
+                        "UPDATE webhook_endpoints SET disabled = $2 WHERE id = $1 AND disabled IS NULL",
+                    )
+                    .bind(id)
+                    .bind(reason)
+                    .execute(self.writer())
+                    .await?;
+                    Ok(())
+                }
+
+                async fn signing_secret(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    new: &taskgate_core::WebhookSecret,
+                    now: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<$crate::SigningSecret> {
+                    const SELECT: &str = "SELECT account_id, mode, secret, previous_secret, \
+                         previous_until, created_at FROM webhook_signing_secrets \
+                         WHERE account_id = $1 AND mode = $2";
+                    let found: Option<$crate::SigningSecret> = sqlx::query_as(SELECT)
+                        .bind(account_id)
+                        .bind(mode)
+                        .fetch_optional(self.reader())
+                        .await?;
+                    if let Some(found) = found {
+                        return Ok(found);
+                    }
+                    sqlx::query(
+                        "INSERT INTO webhook_signing_secrets (account_id, mode, secret, created_at) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, mode) DO NOTHING",
+                    )
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(new)
+                    .bind(now)
+                    .execute(self.writer())
+                    .await?;
+                    // Another request's secret if it made one first: read where it was written.
+                    Ok(sqlx::query_as(SELECT)
+                        .bind(account_id)
+                        .bind(mode)
+                        .fetch_one(self.writer())
+                        .await?)
+                }
+
+                async fn rotate_signing_secret(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    secret: &taskgate_core::WebhookSecret,
+                    previous_until: taskgate_core::Timestamp,
+                    now: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<$crate::SigningSecret> {
+                    Ok(sqlx::query_as(
+                        "INSERT INTO webhook_signing_secrets (account_id, mode, secret, created_at) \
+                         VALUES ($1, $2, $3, $5) ON CONFLICT (account_id, mode) DO UPDATE SET \
+                         previous_secret = webhook_signing_secrets.secret, secret = excluded.secret, \
+                         previous_until = $4 RETURNING account_id, mode, secret, previous_secret, \
+                         previous_until, created_at",
+                    )
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(secret)
+                    .bind(previous_until)
+                    .bind(now)
+                    .fetch_one(self.writer())
+                    .await?)
+                }
+
+                async fn attach_task_webhook(
+                    &self,
+                    task_id: taskgate_core::TaskId,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    url: &str,
+                    events: taskgate_core::WebhookEvents,
+                    now: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<()> {
+                    sqlx::query(
+                        "INSERT INTO task_webhooks (task_id, account_id, mode, url, events, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(task_id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(url)
+                    .bind(events.bits())
+                    .bind(now)
+                    .execute(self.writer())
+                    .await?;
+                    Ok(())
+                }
+
+                async fn enqueue_test(
+                    &self,
+                    e: &$crate::WebhookEndpoint,
+                    payload: &str,
+                    now: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<$crate::WebhookDelivery> {
+                    Ok(sqlx::query_as(concat!(
+                        "INSERT INTO webhook_deliveries (account_id, mode, event_type, task_id, \
+                         endpoint_id, url, status, attempts, payload, next_attempt_at, created_at) \
+                         VALUES ($1, $2, 'webhook.test', NULL, $3, NULL, 'pending', '[]', $4, $5, $5) \
+                         RETURNING ",
+                        $crate::webhooks::delivery_columns!()
+                    ))
+                    .bind(e.account_id)
+                    .bind(e.mode)
+                    .bind(e.id)
+                    .bind(payload)
+                    .bind(now)
+                    .fetch_one(self.writer())
+                    .await?)
+                }
+
+                async fn get_delivery(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    seq: i64,
+                ) -> $crate::StoreResult<Option<$crate::WebhookDelivery>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::webhooks::delivery_columns!(),
+                        " FROM webhook_deliveries WHERE seq = $1 AND account_id = $2 AND mode = $3"
+                    ))
+                    .bind(seq)
+                    .bind(account_id)
+                    .bind(mode)
+                    .fetch_optional(self.reader())
+                    .await?)
+                }
+
+                async fn list_deliveries(
+                    &self,
+                    q: &$crate::DeliveryQuery,
+                ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
+                    Ok(sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::webhooks::delivery_columns!(),
+                        " FROM webhook_deliveries WHERE account_id = $1 AND mode = $2 \
+                         AND ($3 IS NULL OR endpoint_id = $3) AND ($4 IS NULL OR task_id = $4) \
+                         AND ($5 IS NULL OR status = $5) AND ($6 IS NULL OR seq < $6) \
+                         ORDER BY seq DESC LIMIT $7"
+                    ))
+                    .bind(q.account_id)
+                    .bind(q.mode)
+                    .bind(q.endpoint_id)
+                    .bind(q.task_id)
+                    .bind(q.status)
+                    .bind(q.before)
+                    .bind(q.limit)
+                    .fetch_all(self.reader())
+                    .await?)
+                }
+
+                async fn retry_delivery(
+                    &self,
+                    account_id: taskgate_core::AccountId,
+                    mode: taskgate_core::Mode,
+                    seq: i64,
+                    now: taskgate_core::Timestamp,
+                ) -> $crate::StoreResult<Option<$crate::WebhookDelivery>> {
+                    Ok(sqlx::query_as(concat!(
+                        "UPDATE webhook_deliveries SET next_attempt_at = $4 \
+                         WHERE seq = $1 AND account_id = $2 AND mode = $3 RETURNING ",
+                        $crate::webhooks::delivery_columns!()
+                    ))
+                    .bind(seq)
+                    .bind(account_id)
+                    .bind(mode)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?)
+                }
+
+                async fn claim_deliveries(
+                    &self,
+                    runner: &taskgate_core::RunnerId,
+                    now: taskgate_core::Timestamp,
+                    lease_until: taskgate_core::Timestamp,
+                    limit: i64,
+                    reclaim: Option<&taskgate_core::RunnerId>,
+                ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
+                    Ok(sqlx::query_as(Self::statements().claim_deliveries.as_str())
+                        .bind(runner)
+                        .bind(now)
+                        .bind(lease_until)
+                        .bind(limit)
+                        .bind(reclaim)
+                        .fetch_all(self.writer())
+                        .await?)
+                }
+
+                async fn record_delivery(
+                    &self,
+                    seq: i64,
+                    runner: &taskgate_core::RunnerId,
+                    o: &$crate::DeliveryOutcome,
+                ) -> $crate::StoreResult<bool> {
+                    let mut tx = self.writer().begin().await?;
+                    let held: Option<(taskgate_core::DeliveryAttempts,)> = sqlx::query_as(
+                        "SELECT attempts FROM webhook_deliveries WHERE seq = $1 AND runner = $2",
+                    )
+                    .bind(seq)
+                    .bind(runner)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some((mut attempts,)) = held else {
+                        return Ok(false);
+                    };
+                    attempts.0.push(o.attempt.clone());
+                    let keep = attempts.0.len().saturating_sub($crate::MAX_ATTEMPTS_KEPT);
+                    attempts.0.drain(..keep);
+                    // A replay asked for while this attempt ran is kept.
+                    sqlx::query(
+                        "UPDATE webhook_deliveries SET status = $3, attempts = $4, \
+                         payload = COALESCE(payload, $5), runner = NULL, lease_until = NULL, \
+                         next_attempt_at = CASE WHEN next_attempt_at > $7 \
+                         THEN next_attempt_at ELSE $6 END WHERE seq = $1 AND runner = $2",
+                    )
+                    .bind(seq)
+                    .bind(runner)
+                    .bind(o.status)
+                    .bind(&attempts)
+                    .bind(&o.payload)
+                    .bind(o.next_attempt_at)
+                    .bind(o.claimed_at)
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn purge_deliveries(
+                    &self,
+                    created_before: taskgate_core::Timestamp,
+                    limit: i64,
+                ) -> $crate::StoreResult<u64> {
+                    let r = sqlx::query(
+                        "DELETE FROM webhook_deliveries WHERE seq IN (SELECT seq FROM \
+                         webhook_deliveries WHERE created_at < $1 ORDER BY seq LIMIT $2)",
+                    )
+                    .bind(created_before)
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await?;
+                    sqlx::query(
+                        "DELETE FROM task_webhooks WHERE task_id IN (SELECT task_id FROM \
+                         task_webhooks WHERE created_at < $1 LIMIT $2)",
+                    )
+                    .bind(created_before)
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await?;
+                    Ok(r.rows_affected())
+                }
+            }
+        };
+    };
+}
+pub(crate) use impl_webhooks;
+
+/// A delivery keeps its latest attempts (a replayed one may gather many).
+pub const MAX_ATTEMPTS_KEPT: usize = 50;

@@ -1,0 +1,506 @@
+//! Webhooks: endpoints, signing secrets, and the outbox of deliveries that
+//! every change of a task writes in its own commit.
+
+use std::sync::Arc;
+
+use taskgate_core::{
+    AccountId, DeliveryAttempt, DeliveryStatus, Mode, TaskId, WebhookEndpointId, WebhookEvent,
+    WebhookEvents, WebhookSecret,
+};
+use taskgate_store::{
+    DeliveryOutcome, DeliveryQuery, Store, WebhookDelivery, WebhookEndpoint, WebhookEndpointUpdate,
+};
+
+use crate::fixtures::{MINUTE, T0, at, finish, insert, new_account, runner, running_task, task_of};
+
+fn endpoint(account: AccountId, mode: Mode, events: &[WebhookEvent]) -> WebhookEndpoint {
+    WebhookEndpoint {
+        id: WebhookEndpointId::new(),
+        account_id: account,
+        mode,
+        url: "https://hooks.example.com/taskgate".to_owned(),
+        events: WebhookEvents::of(events),
+        description: Some("orders".to_owned()),
+        disabled: None,
+        secret: WebhookSecret::generate(),
+        previous_secret: None,
+        previous_until: None,
+        failing_since: None,
+        created_at: at(T0),
+    }
+}
+
+fn all_events() -> Vec<WebhookEvent> {
+    WebhookEvent::ALL.to_vec()
+}
+
+fn everything(account: AccountId) -> DeliveryQuery {
+    DeliveryQuery {
+        account_id: account,
+        mode: Mode::Live,
+        endpoint_id: None,
+        task_id: None,
+        status: None,
+        before: None,
+        limit: 1000,
+    }
+}
+
+/// `(task, event, endpoint or url)` of every delivery of the account, oldest first.
+async fn outbox(store: &dyn Store, account: AccountId) -> Vec<(TaskId, &'static str, String)> {
+    let mut rows = store.list_deliveries(&everything(account)).await.unwrap();
+    rows.reverse();
+    rows.into_iter()
+        .map(|d| {
+            let to = match (d.endpoint_id, d.url) {
+                (Some(e), _) => e.to_string(),
+                (None, Some(url)) => url,
+                (None, None) => panic!("a delivery goes somewhere"),
+            };
+            (
+                d.task_id.expect("a task's event"),
+                d.event_type.as_str(),
+                to,
+            )
+        })
+        .collect()
+}
+
+pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let live = endpoint(acme.id, Mode::Live, &[WebhookEvent::TaskSucceeded]);
+    let test = endpoint(acme.id, Mode::Test, &[WebhookEvent::TaskFailed]);
+    store.create_endpoint(&live).await.unwrap();
+    store.create_endpoint(&test).await.unwrap();
+
+    let got = store
+        .get_endpoint(acme.id, Mode::Live, live.id)
+        .await
+        .unwrap();
+    assert_eq!(got.as_ref(), Some(&live));
+    assert!(
+        store
+            .get_endpoint(acme.id, Mode::Test, live.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let list = store
+        .list_endpoints(acme.id, Mode::Live, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(list, vec![live.clone()]);
+    assert!(
+        store
+            .list_endpoints(acme.id, Mode::Live, Some(live.id), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let update = WebhookEndpointUpdate {
+        url: Some("https://other.example.com/".to_owned()),
+        events: Some(WebhookEvents::of(&all_events())),
+        description: Some(None),
+        enabled: Some(false),
+    };
+    let changed = store
+        .update_endpoint(acme.id, Mode::Live, live.id, &update)
+        .await
+        .unwrap()
+        .expect("updated");
+    assert_eq!(changed.url, "https://other.example.com/");
+    assert_eq!(changed.events, WebhookEvents::of(&all_events()));
+    assert_eq!(changed.description, None);
+    assert_eq!(
+        changed.disabled.as_deref(),
+        Some(WebhookEndpoint::DISABLED_BY_OWNER)
+    );
+    assert_eq!(changed.secret, live.secret, "the secret is kept");
+    let enabled = WebhookEndpointUpdate {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    let back = store
+        .update_endpoint(acme.id, Mode::Live, live.id, &enabled)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(back.disabled, None);
+    assert_eq!(back.url, changed.url, "absent fields are kept");
+
+    let new = WebhookSecret::generate();
+    let rotated = store
+        .rotate_endpoint_secret(acme.id, Mode::Live, live.id, &new, at(T0 + MINUTE))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rotated.secret, new);
+    assert_eq!(rotated.previous_secret.as_ref(), Some(&live.secret));
+    assert_eq!(
+        rotated.signing_secrets(at(T0)).len(),
+        2,
+        "both sign while they overlap"
+    );
+    assert_eq!(rotated.signing_secrets(at(T0 + MINUTE)), vec![&new]);
+
+    assert!(
+        !store
+            .delete_endpoint(acme.id, Mode::Test, live.id, at(T0))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .delete_endpoint(acme.id, Mode::Live, live.id, at(T0))
+            .await
+            .unwrap()
+    );
+    assert!(store.get_endpoint_by_id(live.id).await.unwrap().is_none());
+    assert!(store.get_endpoint_by_id(test.id).await.unwrap().is_some());
+}
+
+pub async fn an_endpoint_that_keeps_failing_is_disabled(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let e = endpoint(acme.id, Mode::Live, &all_events());
+    store.create_endpoint(&e).await.unwrap();
+    let cutoff = at(T0);
+    assert!(
+        !store
+            .endpoint_attempted(e.id, false, at(T0 + 1), cutoff)
+            .await
+            .unwrap()
+    );
+    let failing = store.get_endpoint_by_id(e.id).await.unwrap().unwrap();
+    assert_eq!(failing.failing_since, Some(at(T0 + 1)));
+    // A success forgets it; failing again starts over.
+    assert!(
+        !store
+            .endpoint_attempted(e.id, true, at(T0 + 2), cutoff)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .endpoint_attempted(e.id, false, at(T0 + 3), cutoff)
+            .await
+            .unwrap()
+    );
+    // Failing since before the cutoff: disabled.
+    assert!(
+        store
+            .endpoint_attempted(e.id, false, at(T0 + 9), at(T0 + 5))
+            .await
+            .unwrap()
+    );
+    let off = store.get_endpoint_by_id(e.id).await.unwrap().unwrap();
+    assert_eq!(
+        off.disabled.as_deref(),
+        Some(WebhookEndpoint::DISABLED_FAILING)
+    );
+    store
+        .disable_endpoint(e.id, WebhookEndpoint::DISABLED_GONE)
+        .await
+        .unwrap();
+    let still = store.get_endpoint_by_id(e.id).await.unwrap().unwrap();
+    assert_eq!(
+        still.disabled.as_deref(),
+        Some(WebhookEndpoint::DISABLED_FAILING),
+        "first reason kept"
+    );
+}
+
+pub async fn signing_secrets_are_made_once_and_rotate(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let (a, b) = (WebhookSecret::generate(), WebhookSecret::generate());
+    let first = store
+        .signing_secret(acme.id, Mode::Live, &a, at(T0))
+        .await
+        .unwrap();
+    assert_eq!(first.secret, a);
+    let again = store
+        .signing_secret(acme.id, Mode::Live, &b, at(T0))
+        .await
+        .unwrap();
+    assert_eq!(again.secret, a, "made once");
+    let test = store
+        .signing_secret(acme.id, Mode::Test, &b, at(T0))
+        .await
+        .unwrap();
+    assert_eq!(test.secret, b, "one per mode");
+    let c = WebhookSecret::generate();
+    let rotated = store
+        .rotate_signing_secret(acme.id, Mode::Live, &c, at(T0 + MINUTE), at(T0))
+        .await
+        .unwrap();
+    assert_eq!(rotated.secret, c);
+    assert_eq!(rotated.previous_secret, Some(a));
+    assert_eq!(rotated.signing_secrets(at(T0)).len(), 2);
+}
+
+pub async fn every_change_of_a_task_writes_its_deliveries(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let other = new_account(&*store, "Other").await;
+    let all = endpoint(acme.id, Mode::Live, &all_events());
+    let ends = endpoint(acme.id, Mode::Live, &[WebhookEvent::TaskSucceeded]);
+    let mut off = endpoint(acme.id, Mode::Live, &all_events());
+    off.disabled = Some(WebhookEndpoint::DISABLED_BY_OWNER.to_owned());
+    let test_mode = endpoint(acme.id, Mode::Test, &all_events());
+    let others = endpoint(other.id, Mode::Live, &all_events());
+    for e in [&all, &ends, &off, &test_mode, &others] {
+        store.create_endpoint(e).await.unwrap();
+    }
+    let (a, e) = (all.id.to_string(), ends.id.to_string());
+
+    // Queued, claimed, succeeded.
+    let t1 = running_task(&*store, acme.id, "runner-1", T0, T0 + MINUTE).await;
+    assert!(
+        store
+            .finish_task(t1.id, &finish("succeeded", 0, T0 + 5, None))
+            .await
+            .unwrap()
+    );
+    // Stored running (a sync call's), failed.
+    let t2 = task_of(acme.id, "live", "language")
+        .claimed(&runner("runner-1"), at(T0), at(T0 + MINUTE))
+        .unwrap();
+    store.insert_task_unflushed(&t2).await.unwrap();
+    assert!(
+        store
+            .finish_task(t2.id, &finish("failed", 0, T0 + 6, None))
+            .await
+            .unwrap()
+    );
+    // Cancelled while queued, with a call's own webhook wanting only that.
+    let t3 = task_of(acme.id, "live", "language");
+    let hook = "https://calls.example.com/hook";
+    store
+        .attach_task_webhook(
+            t3.id,
+            acme.id,
+            Mode::Live,
+            hook,
+            WebhookEvents::of(&[WebhookEvent::TaskCancelled]),
+            at(T0),
+        )
+        .await
+        .unwrap();
+    let t3 = insert(&*store, t3).await;
+    store
+        .cancel_task(acme.id, Mode::Live, t3.id, at(T0 + 7))
+        .await
+        .unwrap();
+    // Interrupted: its runner stopped renewing.
+    let t4 = running_task(&*store, acme.id, "runner-2", T0, T0 + 1).await;
+    let swept = store.interrupt_expired(at(T0 + 8), None).await.unwrap();
+    assert_eq!(swept, vec![t4.id]);
+
+    let got = outbox(&*store, acme.id).await;
+    let want = vec![
+        (t1.id, "task.running", a.clone()),
+        (t1.id, "task.succeeded", a.clone()),
+        (t1.id, "task.succeeded", e.clone()),
+        (t2.id, "task.running", a.clone()),
+        (t2.id, "task.failed", a.clone()),
+        (t3.id, "task.cancelled", a.clone()),
+        (t3.id, "task.cancelled", hook.to_owned()),
+        (t4.id, "task.running", a.clone()),
+        (t4.id, "task.failed", a.clone()),
+    ];
+    let sorted = |mut v: Vec<(TaskId, &'static str, String)>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(got), sorted(want));
+    let rows = store.list_deliveries(&everything(acme.id)).await.unwrap();
+    assert!(
+        rows.iter()
+            .all(|d| d.status == DeliveryStatus::Pending && d.attempts.0.is_empty())
+    );
+    assert!(
+        rows.iter()
+            .all(|d| d.next_attempt_at.is_some() && d.payload.is_none())
+    );
+    let other_rows = store.list_deliveries(&everything(other.id)).await.unwrap();
+    assert!(
+        other_rows.is_empty(),
+        "another account's endpoint hears nothing"
+    );
+    // Filters.
+    let mut by_task = everything(acme.id);
+    by_task.task_id = Some(t1.id);
+    assert_eq!(store.list_deliveries(&by_task).await.unwrap().len(), 3);
+    let mut by_endpoint = everything(acme.id);
+    by_endpoint.endpoint_id = Some(ends.id);
+    assert_eq!(store.list_deliveries(&by_endpoint).await.unwrap().len(), 1);
+    let mut page = everything(acme.id);
+    page.limit = 2;
+    let first = store.list_deliveries(&page).await.unwrap();
+    page.before = Some(first[1].seq);
+    let second = store.list_deliveries(&page).await.unwrap();
+    assert!(second[0].seq < first[1].seq, "newest first, then older");
+}
+
+fn outcome(status: DeliveryStatus, next: Option<i64>, claimed: i64) -> DeliveryOutcome {
+    DeliveryOutcome {
+        attempt: DeliveryAttempt {
+            at: at(claimed),
+            http_status: Some(500),
+            duration_ms: 12,
+            error: None,
+            response_excerpt: Some("oops".to_owned()),
+        },
+        status,
+        next_attempt_at: next.map(at),
+        payload: r#"{"type":"task.succeeded"}"#.to_owned(),
+        claimed_at: at(claimed),
+    }
+}
+
+async fn one_delivery(store: &dyn Store) -> (AccountId, WebhookDelivery) {
+    let acme = new_account(store, "Acme").await;
+    let e = endpoint(acme.id, Mode::Live, &all_events());
+    store.create_endpoint(&e).await.unwrap();
+    let t = running_task(store, acme.id, "runner-1", T0, T0 + MINUTE).await;
+    let mut rows = store.list_deliveries(&everything(acme.id)).await.unwrap();
+    assert_eq!(rows.len(), 1, "the running event");
+    let _ = t;
+    (acme.id, rows.remove(0))
+}
+
+pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
+    let (acme, d) = one_delivery(&*store).await;
+    let (r1, r2) = (runner("sender-1"), runner("sender-2"));
+    let now = T0 + 10;
+    let got = store
+        .claim_deliveries(&r1, at(now), at(now + MINUTE), 10, None)
+        .await
+        .unwrap();
+    assert_eq!(got.iter().map(|d| d.seq).collect::<Vec<_>>(), vec![d.seq]);
+    let none = store
+        .claim_deliveries(&r2, at(now), at(now + MINUTE), 10, None)
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "held by sender-1");
+    // Sender-1 stopped: past its lease, another takes it; or itself, restarted, at once.
+    let own = store
+        .claim_deliveries(&r1, at(now + 1), at(now + MINUTE), 10, Some(&r1))
+        .await
+        .unwrap();
+    assert_eq!(own.len(), 1, "its previous life's holding is taken back");
+    let later = now + 2 * MINUTE;
+    let taken = store
+        .claim_deliveries(&r2, at(later), at(later + MINUTE), 10, None)
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    // Only the holder writes the outcome.
+    let failed = outcome(DeliveryStatus::Failed, Some(later + MINUTE), later);
+    assert!(!store.record_delivery(d.seq, &r1, &failed).await.unwrap());
+    assert!(store.record_delivery(d.seq, &r2, &failed).await.unwrap());
+    let row = store
+        .get_delivery(acme, Mode::Live, d.seq)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, DeliveryStatus::Failed);
+    assert_eq!(row.attempts.0.len(), 1);
+    assert_eq!(row.attempts.0[0].http_status, Some(500));
+    assert_eq!(row.next_attempt_at, Some(at(later + MINUTE)));
+    assert_eq!(row.payload.as_deref(), Some(r#"{"type":"task.succeeded"}"#));
+    assert!(
+        store
+            .claim_deliveries(&r2, at(later + 1), at(later + MINUTE), 10, None)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not due yet"
+    );
+    assert!(
+        store
+            .get_delivery(acme, Mode::Test, d.seq)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A replay makes it due now; one asked while an attempt runs is kept.
+    let replay_at = later + 5;
+    let replayed = store
+        .retry_delivery(acme, Mode::Live, d.seq, at(replay_at))
+        .await
+        .unwrap();
+    assert_eq!(replayed.unwrap().next_attempt_at, Some(at(replay_at)));
+    let again = store
+        .claim_deliveries(&r1, at(replay_at), at(replay_at + MINUTE), 10, None)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    store
+        .retry_delivery(acme, Mode::Live, d.seq, at(replay_at + 3))
+        .await
+        .unwrap();
+    let done = DeliveryOutcome {
+        status: DeliveryStatus::Succeeded,
+        ..outcome(DeliveryStatus::Succeeded, None, replay_at)
+    };
+    assert!(store.record_delivery(d.seq, &r1, &done).await.unwrap());
+    let row = store
+        .get_delivery(acme, Mode::Live, d.seq)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, DeliveryStatus::Succeeded);
+    assert_eq!(row.attempts.0.len(), 2);
+    assert_eq!(
+        row.next_attempt_at,
+        Some(at(replay_at + 3)),
+        "the replay asked meanwhile stays"
+    );
+}
+
+pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let e = endpoint(acme.id, Mode::Live, &all_events());
+    store.create_endpoint(&e).await.unwrap();
+    let test = store
+        .enqueue_test(&e, r#"{"type":"webhook.test"}"#, at(T0))
+        .await
+        .unwrap();
+    assert_eq!(test.event_type, WebhookEvent::WebhookTest);
+    assert_eq!(test.task_id, None);
+    assert!(test.message_id().starts_with("msg_"));
+    assert_eq!(test.endpoint_id, Some(e.id));
+    // Deleting the endpoint stops what it had still to receive.
+    assert!(
+        store
+            .delete_endpoint(acme.id, Mode::Live, e.id, at(T0))
+            .await
+            .unwrap()
+    );
+    let row = store
+        .get_delivery(acme.id, Mode::Live, test.seq)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (row.status, row.next_attempt_at),
+        (DeliveryStatus::Failed, None)
+    );
+    assert!(
+        store
+            .claim_deliveries(&runner("s"), at(T0 + 1), at(T0 + MINUTE), 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.purge_deliveries(at(T0), 100).await.unwrap(), 0);
+    assert_eq!(store.purge_deliveries(at(T0 + 1), 100).await.unwrap(), 1);
+    assert!(
+        store
+            .get_delivery(acme.id, Mode::Live, test.seq)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
