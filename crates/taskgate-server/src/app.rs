@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{self, Catalog, EnvLookup};
 use crate::config::{self, Config};
 use crate::executor::{self, Executor};
+use crate::outbox::Outbox;
 use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
 use crate::state::AppState;
@@ -147,6 +148,7 @@ pub async fn start_with_catalog(
         )),
         None => None,
     };
+    let runner_of_outbox = runner.clone();
     let settings = executor::Settings {
         runner,
         workers: executor::Workers {
@@ -164,6 +166,14 @@ pub async fn start_with_catalog(
         clock.clone(),
     )
     .await?;
+    let shutdown = CancellationToken::new();
+    let outbox = Outbox::start(
+        store.clone(),
+        config.webhooks.clone(),
+        runner_of_outbox,
+        clock.clone(),
+        shutdown.clone(),
+    )?;
     executor.purge_tasks_past(executor::Retention {
         days: config.task_retention_days,
         test_days: config.test_task_retention_days,
@@ -197,6 +207,7 @@ pub async fn start_with_catalog(
         store,
         catalog,
         executor,
+        outbox,
         keys: KeyCache::default(),
         openapi,
         sign_in_failures,
@@ -209,7 +220,6 @@ pub async fn start_with_catalog(
         ),
         draining: AtomicBool::new(false),
     });
-    let shutdown = CancellationToken::new();
     tokio::spawn(flush_key_usage(state.clone(), shutdown.clone()));
     let app = router::router(state.clone());
     let token = shutdown.clone();
@@ -322,6 +332,17 @@ async fn purge_once(state: &AppState) {
     let idle = state.config.dashboard.session_idle_minutes as i64 * 60_000;
     if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
         tracing::warn!(error = %e, "cannot purge ended sessions");
+    }
+    let kept = i64::from(state.config.webhooks.retention_days) * 86_400_000;
+    loop {
+        match state.store.purge_deliveries(now.minus_ms(kept), 1_000).await {
+            Ok(1_000) => continue,
+            Ok(_) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot purge old webhook deliveries");
+                break;
+            }
+        }
     }
     // The in-memory limiter forgets accounts idle for a day (Redis expires
     // its keys by itself).

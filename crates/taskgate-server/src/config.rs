@@ -22,6 +22,7 @@ mod plans;
 mod redis_url;
 mod secret;
 mod validate;
+mod webhooks;
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,7 @@ pub use outbound::OutboundConfig;
 pub use plans::PlanLimits;
 pub use redis_url::RedisUrl;
 use secret::secret_string;
+pub use webhooks::{Span, WebhooksConfig};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -113,6 +115,8 @@ pub struct Config {
     pub catalog: CatalogConfig,
     /// What URLs that users put in task inputs may reach.
     pub outbound: OutboundConfig,
+    /// `[webhooks]`: how task events are delivered.
+    pub webhooks: WebhooksConfig,
     /// `text` or `json` logs.
     pub log_format: LogFormat,
     /// A tracing filter: `info`, `warn`, `taskgate_server=debug,info`, …
@@ -122,7 +126,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 28] = [
+    pub const KEYS: [&'static str; 29] = [
         "listen",
         "database_url",
         "redis_url",
@@ -149,6 +153,7 @@ impl Config {
         "providers",
         "catalog",
         "outbound",
+        "webhooks",
         "log_format",
         "log_level",
     ];
@@ -243,6 +248,7 @@ impl Default for Config {
             providers: BTreeMap::new(),
             catalog: CatalogConfig::default(),
             outbound: OutboundConfig::default(),
+            webhooks: WebhooksConfig::default(),
             log_format: LogFormat::Text,
             log_level: "info".to_owned(),
         }

@@ -21,6 +21,7 @@ pub mod meta;
 pub mod metrics;
 pub mod openai;
 pub mod openapi;
+pub mod outbox;
 pub mod password;
 pub mod principal;
 #[cfg(test)]

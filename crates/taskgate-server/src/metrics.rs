@@ -131,6 +131,15 @@ pub fn record_attempt(a: &taskgate_providers::Attempt) {
         .record(a.duration_ms as f64 / 1000.0);
 }
 
+/// One attempt at a webhook delivery: `outcome` is `succeeded`, `failed`
+/// (its receiver answered otherwise, or did not answer) or `gone` (410).
+pub fn record_webhook_attempt(outcome: &'static str, elapsed: Duration) {
+    let labels = [("outcome", outcome)];
+    metrics::counter!("taskgate_webhook_attempts_total", &labels).increment(1);
+    metrics::histogram!("taskgate_webhook_attempt_duration_seconds", &labels)
+        .record(elapsed.as_secs_f64());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use taskgate_store::Store;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::executor::Executor;
+use crate::outbox::Outbox;
 use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
 use crate::{body, client_addr, follow, openapi, stream_slots, usage};
@@ -22,6 +23,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub catalog: Arc<Catalog>,
     pub executor: Arc<Executor>,
+    /// The sender of webhook deliveries.
+    pub outbox: Arc<Outbox>,
     pub limiter: RateLimiter,
     pub auth_failures: ratelimit::AuthLimiter,
     pub trusted_proxies: client_addr::TrustedProxies,

@@ -134,14 +134,18 @@ pub trait WebhookStore: Send + Sync {
         now: Timestamp,
     ) -> StoreResult<Option<WebhookDelivery>>;
     /// Up to `limit` deliveries due at `now` that no sender holds, held by
-    /// `runner` until `lease_until`; with `reclaim`, also those `reclaim`
+    /// `runner` until `lease_until`: at most `per_destination` of one
+    /// endpoint (or call's URL) held at once, those held already counted,
+    /// destinations taking turns. With `reclaim`, also those `reclaim`
     /// (this instance's previous life) held when it stopped.
+    #[allow(clippy::too_many_arguments)]
     async fn claim_deliveries(
         &self,
         runner: &RunnerId,
         now: Timestamp,
         lease_until: Timestamp,
         limit: i64,
+        per_destination: i64,
         reclaim: Option<&RunnerId>,
     ) -> StoreResult<Vec<WebhookDelivery>>;
     /// Writes an attempt's outcome, if `runner` still holds the delivery.
@@ -599,6 +603,7 @@ macro_rules! impl_webhooks {
                     now: taskgate_core::Timestamp,
                     lease_until: taskgate_core::Timestamp,
                     limit: i64,
+                    per_destination: i64,
                     reclaim: Option<&taskgate_core::RunnerId>,
                 ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
                     Ok(sqlx::query_as(Self::statements().claim_deliveries.as_str())
@@ -607,6 +612,7 @@ macro_rules! impl_webhooks {
                         .bind(lease_until)
                         .bind(limit)
                         .bind(reclaim)
+                        .bind(per_destination)
                         .fetch_all(self.writer())
                         .await?)
                 }

@@ -153,6 +153,7 @@ conformance! {
         every_change_of_a_task_writes_its_deliveries,
         senders_hold_deliveries_under_a_lease,
         tests_and_deletes_and_purges,
+        claims_take_turns_per_destination,
     ],
 }
 

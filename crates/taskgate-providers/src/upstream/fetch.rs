@@ -45,7 +45,8 @@ impl Default for FetchPolicy {
 }
 
 impl FetchPolicy {
-    fn permits(&self, ip: IpAddr) -> bool {
+    /// Whether a connection to `ip` is allowed: public, or in `allow`.
+    pub fn permits(&self, ip: IpAddr) -> bool {
         is_public(ip) || self.allow.iter().any(|c| c.contains(ip))
     }
 }
@@ -197,8 +198,18 @@ fn public_v6(ip: Ipv6Addr) -> bool {
         || s[0] == 0x2002) // 6to4: embeds an IPv4 address we do not check
 }
 
+/// A resolver for an HTTP client that keeps only the addresses `policy`
+/// permits: the client connects to nothing else, whatever a name resolves
+/// to at the moment it connects (no DNS rebinding between a check and a
+/// connection). Webhook deliveries use it too.
+pub fn guarded_resolver(policy: FetchPolicy) -> Arc<GuardedResolver> {
+    Arc::new(GuardedResolver {
+        policy: Arc::new(policy),
+    })
+}
+
 /// Resolves names with the system resolver and keeps only permitted addresses.
-struct GuardedResolver {
+pub struct GuardedResolver {
     policy: Arc<FetchPolicy>,
 }
 
@@ -323,7 +334,7 @@ fn too_large(url: &str, limit: usize) -> String {
 /// Why a URL may not be fetched, judged before any connection: its scheme,
 /// and its host when that is an address literal (names are judged by the
 /// resolver).
-fn url_refusal(url: &reqwest::Url, policy: &FetchPolicy) -> Option<String> {
+pub fn url_refusal(url: &reqwest::Url, policy: &FetchPolicy) -> Option<String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Some("only http and https URLs are fetched".to_owned());
     }

@@ -17,6 +17,7 @@
 //! | [`tasks`] | a caller's tasks: find, list, cancel |
 //! | [`apis`] | the catalog as a caller sees it |
 //! | [`usage`] | an account's requests, tasks, spend and limits over a span of time |
+//! | [`webhooks`] | webhook endpoints, their secrets and test events, the calls' signing secret, the delivery log and its replay |
 
 pub mod accounts;
 pub mod calls;
@@ -27,6 +28,7 @@ pub mod stream;
 pub mod tasks;
 pub mod usage;
 pub mod users;
+pub mod webhooks;
 
 #[cfg(test)]
 mod testing;

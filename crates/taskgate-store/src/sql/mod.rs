@@ -156,7 +156,8 @@ pub struct Statements {
     /// Lease renewal, without its `id IN (…)` list: `$1` runner, `$2` lease.
     pub renew_prefix: String,
     /// Due webhook deliveries held by a sender: `$1` runner, `$2` now, `$3`
-    /// lease, `$4` limit, `$5` the runner whose holdings are taken back.
+    /// lease, `$4` limit, `$5` the runner whose holdings are taken back,
+    /// `$6` held at once per destination at most.
     pub claim_deliveries: String,
 }
 
@@ -220,9 +221,14 @@ impl Statements {
             ),
             claim_deliveries: format!(
                 "UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN \
-                 (SELECT seq FROM webhook_deliveries WHERE next_attempt_at <= $2 \
-                 AND (lease_until IS NULL OR lease_until < $2 OR runner = $5) \
-                 ORDER BY next_attempt_at LIMIT $4{}) RETURNING {}",
+                 (SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM \
+                 (SELECT seq, held, next_attempt_at, ROW_NUMBER() OVER (PARTITION BY \
+                 COALESCE(endpoint_id, url) ORDER BY held DESC, next_attempt_at, seq) AS turn \
+                 FROM (SELECT seq, endpoint_id, url, next_attempt_at, CASE WHEN lease_until >= $2 \
+                 AND ($5 IS NULL OR runner <> $5) THEN 1 ELSE 0 END AS held \
+                 FROM webhook_deliveries WHERE next_attempt_at <= $2) due) ranked \
+                 WHERE held = 0 AND turn <= $6 ORDER BY turn, next_attempt_at LIMIT $4){}) \
+                 RETURNING {}",
                 d.skip_locked,
                 crate::webhooks::delivery_columns!()
             ),

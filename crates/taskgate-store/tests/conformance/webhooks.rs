@@ -373,24 +373,24 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
     let (r1, r2) = (runner("sender-1"), runner("sender-2"));
     let now = T0 + 10;
     let got = store
-        .claim_deliveries(&r1, at(now), at(now + MINUTE), 10, None)
+        .claim_deliveries(&r1, at(now), at(now + MINUTE), 10, 8, None)
         .await
         .unwrap();
     assert_eq!(got.iter().map(|d| d.seq).collect::<Vec<_>>(), vec![d.seq]);
     let none = store
-        .claim_deliveries(&r2, at(now), at(now + MINUTE), 10, None)
+        .claim_deliveries(&r2, at(now), at(now + MINUTE), 10, 8, None)
         .await
         .unwrap();
     assert!(none.is_empty(), "held by sender-1");
     // Sender-1 stopped: past its lease, another takes it; or itself, restarted, at once.
     let own = store
-        .claim_deliveries(&r1, at(now + 1), at(now + MINUTE), 10, Some(&r1))
+        .claim_deliveries(&r1, at(now + 1), at(now + MINUTE), 10, 8, Some(&r1))
         .await
         .unwrap();
     assert_eq!(own.len(), 1, "its previous life's holding is taken back");
     let later = now + 2 * MINUTE;
     let taken = store
-        .claim_deliveries(&r2, at(later), at(later + MINUTE), 10, None)
+        .claim_deliveries(&r2, at(later), at(later + MINUTE), 10, 8, None)
         .await
         .unwrap();
     assert_eq!(taken.len(), 1);
@@ -410,7 +410,7 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
     assert_eq!(row.payload.as_deref(), Some(r#"{"type":"task.succeeded"}"#));
     assert!(
         store
-            .claim_deliveries(&r2, at(later + 1), at(later + MINUTE), 10, None)
+            .claim_deliveries(&r2, at(later + 1), at(later + MINUTE), 10, 8, None)
             .await
             .unwrap()
             .is_empty(),
@@ -432,7 +432,7 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(replayed.unwrap().next_attempt_at, Some(at(replay_at)));
     let again = store
-        .claim_deliveries(&r1, at(replay_at), at(replay_at + MINUTE), 10, None)
+        .claim_deliveries(&r1, at(replay_at), at(replay_at + MINUTE), 10, 8, None)
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
@@ -489,7 +489,7 @@ pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .claim_deliveries(&runner("s"), at(T0 + 1), at(T0 + MINUTE), 10, None)
+            .claim_deliveries(&runner("s"), at(T0 + 1), at(T0 + MINUTE), 10, 8, None)
             .await
             .unwrap()
             .is_empty()
@@ -503,4 +503,52 @@ pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
             .unwrap()
             .is_none()
     );
+}
+
+pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
+    let acme = new_account(&*store, "Acme").await;
+    let (a, b) = (
+        endpoint(acme.id, Mode::Live, &all_events()),
+        endpoint(acme.id, Mode::Live, &all_events()),
+    );
+    store.create_endpoint(&a).await.unwrap();
+    store.create_endpoint(&b).await.unwrap();
+    for _ in 0..5 {
+        store.enqueue_test(&a, "{}", at(T0)).await.unwrap();
+    }
+    store.enqueue_test(&b, "{}", at(T0 + 1)).await.unwrap();
+    let s = runner("sender-1");
+    let to = |list: &[WebhookDelivery], e: &WebhookEndpoint| {
+        list.iter().filter(|d| d.endpoint_id == Some(e.id)).count()
+    };
+    let first = store
+        .claim_deliveries(&s, at(T0 + 5), at(T0 + MINUTE), 10, 2, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (to(&first, &a), to(&first, &b)),
+        (2, 1),
+        "two of A at once, B not kept waiting"
+    );
+    let second = store
+        .claim_deliveries(&s, at(T0 + 6), at(T0 + MINUTE), 10, 2, None)
+        .await
+        .unwrap();
+    assert!(second.is_empty(), "A's two are still held");
+    let done = DeliveryOutcome {
+        status: DeliveryStatus::Succeeded,
+        ..outcome(DeliveryStatus::Succeeded, None, T0 + 5)
+    };
+    let first_of_a = first.iter().find(|d| d.endpoint_id == Some(a.id)).unwrap();
+    assert!(
+        store
+            .record_delivery(first_of_a.seq, &s, &done)
+            .await
+            .unwrap()
+    );
+    let third = store
+        .claim_deliveries(&s, at(T0 + 7), at(T0 + MINUTE), 10, 2, None)
+        .await
+        .unwrap();
+    assert_eq!(to(&third, &a), 1, "one more of A as one ended");
 }
