@@ -160,6 +160,14 @@ conformance! {
 /// Checks that also open the database beside the store.
 mod raw {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_the_dispatchers_poll_reads_only_the_queued_index() {
+        crate::harness::sqlite_with_url(
+            crate::plans::sqlite_the_dispatchers_poll_reads_only_the_queued_index,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_corrupt_values_name_their_column() {
         crate::harness::sqlite_with_url(crate::corrupt::corrupt_values_name_their_column).await;
     }

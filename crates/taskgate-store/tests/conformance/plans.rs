@@ -325,3 +325,34 @@ pub async fn sqlite_at_most_64_tasks_are_held(store: Arc<dyn Store>, url: String
     assert_eq!(all, ended, "every task in the table has ended");
     assert_eq!(all % 65, 0, "65 tasks a round, each once");
 }
+
+/// SQLite: the dispatcher's poll for queued tasks (taking turns by account
+/// and mode) reads the small index of queued tasks alone, not every task's
+/// row: a scan of the whole table each poll cost time and filled each read
+/// connection's page cache (issue 25's memory, `bench/RESULTS.md`).
+pub async fn sqlite_the_dispatchers_poll_reads_only_the_queued_index(
+    store: Arc<dyn Store>,
+    url: String,
+) {
+    let acme = new_account(&*store, "Acme").await;
+    start_and_end(&*store, acme.id, 50).await;
+    let (path, _) = sqlite_files(&url);
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    // The statement of `Statements::queued_by_turn`.
+    let poll = "EXPLAIN QUERY PLAN SELECT id, account_id, mode FROM (SELECT id, account_id, \
+         mode, ROW_NUMBER() OVER (PARTITION BY account_id, mode ORDER BY id) AS turn FROM tasks \
+         WHERE status = 'queued') queued WHERE turn <= 8 ORDER BY turn, id LIMIT 64";
+    let mut stmt = conn.prepare(poll).unwrap();
+    let plan: Vec<String> = stmt
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("COVERING INDEX tasks_queued_lane")),
+        "{plan:?}"
+    );
+}
