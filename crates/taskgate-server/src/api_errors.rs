@@ -10,6 +10,7 @@ use taskgate_core::Transition;
 use crate::error::ApiError;
 use crate::service::calls::CallError;
 use crate::service::tasks::TaskError;
+use crate::service::webhooks::WebhookError;
 
 impl ApiError {
     /// A tasks service error about the task `id`, as the client wrote it.
@@ -94,5 +95,39 @@ impl From<TaskError> for ApiError {
             ),
             TaskError::Store(e) => e.into(),
         }
+    }
+}
+
+impl From<WebhookError> for ApiError {
+    fn from(e: WebhookError) -> Self {
+        match e {
+            WebhookError::EndpointNotFound(id) => ApiError::not_found(
+                "webhook_endpoint_not_found",
+                format!("No webhook endpoint with id {:?}.", id.to_string()),
+            ),
+            WebhookError::DeliveryNotFound(id) => ApiError::not_found(
+                "webhook_delivery_not_found",
+                format!("No webhook delivery with id {:?}.", id.to_string()),
+            ),
+            WebhookError::InvalidUrl { message } => {
+                ApiError::invalid_field("url", capitalized(&message))
+            }
+            WebhookError::InvalidEvents { message } => {
+                ApiError::invalid_field("events", capitalized(&message))
+            }
+            e @ WebhookError::DescriptionTooLong => {
+                ApiError::invalid_field("description", capitalized(&e.to_string()))
+            }
+            WebhookError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A service's sentence as the contract's messages are written.
+fn capitalized(message: &str) -> String {
+    let mut chars = message.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => String::new(),
     }
 }

@@ -335,7 +335,11 @@ async fn purge_once(state: &AppState) {
     }
     let kept = i64::from(state.config.webhooks.retention_days) * 86_400_000;
     loop {
-        match state.store.purge_deliveries(now.minus_ms(kept), 1_000).await {
+        match state
+            .store
+            .purge_deliveries(now.minus_ms(kept), 1_000)
+            .await
+        {
             Ok(1_000) => continue,
             Ok(_) => break,
             Err(e) => {

@@ -31,6 +31,14 @@ pub trait RequiredScope {
 pub struct ApisRead;
 pub struct TasksRead;
 pub struct TasksWrite;
+pub struct WebhooksRead;
+pub struct WebhooksWrite;
+impl RequiredScope for WebhooksRead {
+    const SCOPE: Scope = Scope::WebhooksRead;
+}
+impl RequiredScope for WebhooksWrite {
+    const SCOPE: Scope = Scope::WebhooksWrite;
+}
 impl RequiredScope for ApisRead {
     const SCOPE: Scope = Scope::ApisRead;
 }

@@ -18,6 +18,30 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/tasks/{id}/stream", get(v1::tasks::stream))
         .route("/apis", get(v1::apis::list))
         .route("/apis/{slug}", get(v1::apis::details))
+        .route(
+            "/webhook_endpoints",
+            get(v1::webhooks::list).post(v1::webhooks::create),
+        )
+        .route(
+            "/webhook_endpoints/{id}",
+            get(v1::webhooks::details)
+                .patch(v1::webhooks::update)
+                .delete(v1::webhooks::delete),
+        )
+        .route("/webhook_endpoints/{id}/secret", get(v1::webhooks::secret))
+        .route(
+            "/webhook_endpoints/{id}/rotate_secret",
+            post(v1::webhooks::rotate_secret),
+        )
+        .route("/webhook_endpoints/{id}/test", post(v1::webhooks::test))
+        .route("/webhooks/secret", get(v1::webhooks::signing_secret))
+        .route(
+            "/webhooks/secret/rotate",
+            post(v1::webhooks::rotate_signing_secret),
+        )
+        .route("/webhook_deliveries", get(v1::webhooks::deliveries))
+        .route("/webhook_deliveries/{id}", get(v1::webhooks::delivery))
+        .route("/webhook_deliveries/{id}/retry", post(v1::webhooks::retry))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             auth::authenticate,

@@ -274,3 +274,112 @@ impl<'a> UserView<'a> {
         }
     }
 }
+
+/// A webhook endpoint as its owners see it; `secret` only when it is made.
+#[derive(Serialize)]
+pub struct WebhookEndpointView<'a> {
+    pub id: taskgate_core::WebhookEndpointId,
+    pub object: &'static str,
+    pub url: &'a str,
+    pub events: taskgate_core::WebhookEvents,
+    pub description: Option<&'a str>,
+    pub enabled: bool,
+    /// Why it is disabled: `owner`, `gone` (its receiver answered 410) or
+    /// `failing` (every attempt failed for `webhooks.disable_after`).
+    pub disabled_reason: Option<&'a str>,
+    pub mode: Mode,
+    #[serde(with = "rfc3339")]
+    pub created_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+impl<'a> WebhookEndpointView<'a> {
+    pub fn new(e: &'a taskgate_store::WebhookEndpoint) -> Self {
+        WebhookEndpointView {
+            id: e.id,
+            object: "webhook_endpoint",
+            url: &e.url,
+            events: e.events,
+            description: e.description.as_deref(),
+            enabled: e.disabled.is_none(),
+            disabled_reason: e.disabled.as_deref(),
+            mode: e.mode,
+            created_at: e.created_at,
+            secret: None,
+        }
+    }
+
+    /// As made: its secret shown this once.
+    pub fn created(e: &'a taskgate_store::WebhookEndpoint) -> Self {
+        WebhookEndpointView {
+            secret: Some(e.secret.expose()),
+            ..Self::new(e)
+        }
+    }
+}
+
+/// One delivery of an event, with its attempts.
+#[derive(Serialize)]
+pub struct WebhookDeliveryView<'a> {
+    pub id: taskgate_core::WebhookDeliveryId,
+    pub object: &'static str,
+    pub message_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint_id: Option<taskgate_core::WebhookEndpointId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<&'a str>,
+    pub event_type: taskgate_core::WebhookEvent,
+    pub task_id: Option<TaskId>,
+    pub mode: Mode,
+    pub status: taskgate_core::DeliveryStatus,
+    pub attempts: Vec<DeliveryAttemptView<'a>>,
+    #[serde(serialize_with = "rfc3339::option::serialize")]
+    pub next_attempt_at: Option<Timestamp>,
+    #[serde(with = "rfc3339")]
+    pub created_at: Timestamp,
+}
+
+#[derive(Serialize)]
+pub struct DeliveryAttemptView<'a> {
+    #[serde(with = "rfc3339")]
+    pub at: Timestamp,
+    pub http_status: Option<u16>,
+    pub duration_ms: u64,
+    pub error: Option<&'a str>,
+    pub response_excerpt: Option<&'a str>,
+}
+
+impl<'a> WebhookDeliveryView<'a> {
+    pub fn new(d: &'a taskgate_store::WebhookDelivery) -> Self {
+        WebhookDeliveryView {
+            id: d.id(),
+            object: "webhook_delivery",
+            message_id: d.message_id(),
+            endpoint_id: d.endpoint_id,
+            url: if d.endpoint_id.is_none() {
+                d.url.as_deref()
+            } else {
+                None
+            },
+            event_type: d.event_type,
+            task_id: d.task_id,
+            mode: d.mode,
+            status: d.status,
+            attempts: d
+                .attempts
+                .0
+                .iter()
+                .map(|a| DeliveryAttemptView {
+                    at: a.at,
+                    http_status: a.http_status,
+                    duration_ms: a.duration_ms,
+                    error: a.error.as_deref(),
+                    response_excerpt: a.response_excerpt.as_deref(),
+                })
+                .collect(),
+            next_attempt_at: d.next_attempt_at,
+            created_at: d.created_at,
+        }
+    }
+}

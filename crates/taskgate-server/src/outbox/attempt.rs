@@ -121,7 +121,8 @@ impl Client {
                 None => "redirects are not followed".to_owned(),
             });
         } else if sent.gone {
-            sent.error = Some("the receiver answered 410 Gone: no more events are sent to it".to_owned());
+            sent.error =
+                Some("the receiver answered 410 Gone: no more events are sent to it".to_owned());
         }
         sent
     }
@@ -223,7 +224,9 @@ fn retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     }
     let at = httpdate::parse_http_date(value.trim()).ok()?;
     let at = Timestamp::from_system_time(at);
-    Some(Duration::from_millis((at.unix_ms() - now.unix_ms()).max(0) as u64))
+    Some(Duration::from_millis(
+        (at.unix_ms() - now.unix_ms()).max(0) as u64
+    ))
 }
 
 #[cfg(test)]

@@ -138,7 +138,11 @@ impl Sender {
                 return;
             }
         };
-        if let Err(e) = self.store.record_delivery(d.seq, &self.runner, &outcome).await {
+        if let Err(e) = self
+            .store
+            .record_delivery(d.seq, &self.runner, &outcome)
+            .await
+        {
             tracing::warn!(error = %e, delivery = %d.id(), "cannot record a webhook attempt");
         }
     }
@@ -203,7 +207,10 @@ impl Sender {
             return (DeliveryStatus::Failed, None);
         }
         // A replay of a delivery whose schedule had ended is one attempt.
-        if matches!(d.status, DeliveryStatus::Exhausted | DeliveryStatus::Succeeded) {
+        if matches!(
+            d.status,
+            DeliveryStatus::Exhausted | DeliveryStatus::Succeeded
+        ) {
             return (d.status, None);
         }
         let made = d.attempts.0.len() + 1;

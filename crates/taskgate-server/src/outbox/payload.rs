@@ -77,7 +77,10 @@ fn task_data(mut t: TaskRecord, event: WebhookEvent, max_output_bytes: usize) ->
     }
     let mut data = serde_json::to_value(TaskView::new(&t, true)).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut data {
-        let too_big = t.output.as_ref().is_some_and(|o| o.len() > max_output_bytes);
+        let too_big = t
+            .output
+            .as_ref()
+            .is_some_and(|o| o.len() > max_output_bytes);
         if too_big {
             map.remove("output");
             map.insert("output_omitted".to_owned(), Value::Bool(true));

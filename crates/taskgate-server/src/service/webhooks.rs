@@ -99,7 +99,7 @@ pub fn event_set(events: &[WebhookEvent]) -> Result<WebhookEvents, WebhookError>
 /// address it connects to again.
 pub async fn check_url(config: &WebhooksConfig, url: &str) -> Result<String, WebhookError> {
     let bad = |why: &str| WebhookError::InvalidUrl {
-        message: format!("url {why}"),
+        message: format!("The URL {why}"),
     };
     if url.len() > MAX_URL_LEN {
         return Err(bad(&format!("is longer than {MAX_URL_LEN} characters")));
@@ -116,7 +116,9 @@ pub async fn check_url(config: &WebhooksConfig, url: &str) -> Result<String, Web
     }
     let policy = FetchPolicy::default();
     if url_refusal(&parsed, &policy).is_some() {
-        return Err(bad("must reach a public address (not loopback, private, link-local, multicast, CGNAT or metadata)"));
+        return Err(bad(
+            "must reach a public address (not loopback, private, link-local, multicast, CGNAT or metadata)",
+        ));
     }
     if let Some(url::Host::Domain(host)) = parsed.host() {
         let port = parsed.port_or_known_default().unwrap_or(443);
@@ -227,7 +229,11 @@ pub async fn update(
         .ok_or(WebhookError::EndpointNotFound(id))
 }
 
-pub async fn delete(app: &AppState, owner: Owner, id: WebhookEndpointId) -> Result<(), WebhookError> {
+pub async fn delete(
+    app: &AppState,
+    owner: Owner,
+    id: WebhookEndpointId,
+) -> Result<(), WebhookError> {
     if app
         .store
         .delete_endpoint(owner.account, owner.mode, id, app.clock.now())

@@ -3,3 +3,4 @@
 pub mod apis;
 pub mod call;
 pub mod tasks;
+pub mod webhooks;

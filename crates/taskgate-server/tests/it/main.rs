@@ -29,3 +29,4 @@ mod tasks;
 mod test_mode;
 mod token_usage;
 mod upstream;
+mod webhooks;

@@ -221,6 +221,14 @@ async fn start_held(
     told: Told,
 ) -> Result<Started, CallError> {
     let now = app.clock.now();
+    let webhook = match &request.webhook {
+        Some(w) => Some(
+            crate::service::webhooks::check_url(&app.config.webhooks, &w.url)
+                .await
+                .map_err(|e| CallError::field("webhook.url", e.to_string()))?,
+        ),
+        None => None,
+    };
     let reserved = reserve_spend(app, principal, &request, now).await?;
     let task = TaskRecord {
         input: request.input.to_string(),
@@ -248,9 +256,27 @@ async fn start_held(
             tracing::error!(error = %e, "cannot give back a refused call's reservation");
         }
     };
+    let id = task.id;
+    // The call's own webhook, stored before its task: the commits of the
+    // task's changes find it.
+    if let (Some(url), Some(w)) = (webhook, &request.webhook)
+        && let Err(e) = app
+            .store
+            .attach_task_webhook(
+                id,
+                principal.account_id,
+                principal.mode,
+                &url,
+                w.events,
+                now,
+            )
+            .await
+    {
+        release().await;
+        return Err(e.into());
+    }
     // The wait is registered first: a fast task may finish before enqueue
     // returns.
-    let id = task.id;
     let done = wait.then(|| app.executor.wait(id));
     let stored = match app
         .executor

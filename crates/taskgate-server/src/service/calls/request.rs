@@ -9,13 +9,22 @@ use taskgate_core::task::{
     METADATA_MAX_KEY_CHARS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS, SANDBOX_MAX_DELAY_MS,
     error_code,
 };
-use taskgate_core::{Mode, SandboxControls, SandboxOutcome};
+use taskgate_core::{Mode, SandboxControls, SandboxOutcome, WebhookEvent, WebhookEvents};
 
 use super::{CallError, Violation};
 use crate::catalog::{AllowedOptions, ApiEntry, Catalog};
 use crate::principal::Principal;
+use crate::service::webhooks::CallWebhook;
 
-const FIELDS: [&str; 6] = ["api", "input", "mode", "timeout_ms", "metadata", "sandbox"];
+const FIELDS: [&str; 7] = [
+    "api",
+    "input",
+    "mode",
+    "timeout_ms",
+    "metadata",
+    "sandbox",
+    "webhook",
+];
 
 /// A checked call: its API, input within the API's schema and size, and
 /// how it runs.
@@ -29,6 +38,8 @@ pub struct Call {
     pub(super) timeout_ms: u64,
     pub(super) metadata: Map<String, Value>,
     pub(super) sandbox: Option<SandboxControls>,
+    /// The call's own webhook (its URL checked further when the call runs).
+    pub(super) webhook: Option<CallWebhook>,
 }
 
 /// Checks a call (the body of POST /call, which the other doors build too)
@@ -111,6 +122,16 @@ pub fn validate(
         }
         Some(v) => Some(check_sandbox(v)?),
     };
+    let webhook = match body.remove("webhook") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(check_webhook(m)?),
+        Some(_) => {
+            return Err(CallError::field(
+                "webhook",
+                "webhook must be an object: {\"url\": \"https://…\", \"events\": [\"task.succeeded\", …]}.",
+            ));
+        }
+    };
     let mut input = input;
     let input_bytes = check_input(&entry, &input)?;
     check_options(&entry, &input)?;
@@ -124,7 +145,64 @@ pub fn validate(
         timeout_ms,
         metadata,
         sandbox,
+        webhook,
     })
+}
+
+/// A call's `webhook`: `url` (a string) and `events` (event names, the ends
+/// when absent).
+fn check_webhook(mut m: Map<String, Value>) -> Result<CallWebhook, CallError> {
+    if let Some(unknown) = m.keys().find(|k| !["url", "events"].contains(&k.as_str())) {
+        return Err(CallError::field(
+            "webhook",
+            format!(
+                "Unknown field webhook.{}. Known: url, events.",
+                truncate(unknown)
+            ),
+        ));
+    }
+    let url = match m.remove("url") {
+        Some(Value::String(u)) => u,
+        _ => {
+            return Err(CallError::field(
+                "webhook.url",
+                "webhook.url is required: a URL.",
+            ));
+        }
+    };
+    let events = match m.remove("events") {
+        None | Some(Value::Null) => WebhookEvents::DEFAULT,
+        Some(Value::Array(list)) => {
+            let mut names = Vec::with_capacity(list.len());
+            for item in list {
+                let e = item
+                    .as_str()
+                    .and_then(|s| s.parse::<WebhookEvent>().ok())
+                    .filter(|e| *e != WebhookEvent::WebhookTest)
+                    .ok_or_else(|| {
+                        CallError::field(
+                            "webhook.events",
+                            "webhook.events must list task.running, task.succeeded, task.failed or task.cancelled.",
+                        )
+                    })?;
+                names.push(e);
+            }
+            if names.is_empty() {
+                return Err(CallError::field(
+                    "webhook.events",
+                    "webhook.events needs at least one event.",
+                ));
+            }
+            WebhookEvents::of(&names)
+        }
+        Some(_) => {
+            return Err(CallError::field(
+                "webhook.events",
+                "webhook.events must be a list of event names.",
+            ));
+        }
+    };
+    Ok(CallWebhook { url, events })
 }
 
 /// A JSON number that is a whole number (`5`, `5.0`, `5e3`: JSON Schema's

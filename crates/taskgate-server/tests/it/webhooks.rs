@@ -1,0 +1,607 @@
+//! Webhooks (issue 28): endpoints and their secrets, deliveries signed as
+//! Standard Webhooks 1.0, retried on the schedule, stopped by 410, never
+//! redirected, replayed, and calls' own webhooks. A receiver of the test's
+//! own on loopback (`webhooks.allow_private_networks`, for these tests).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use taskgate_core::{KeyType, WebhookSecret};
+
+use crate::utils::{Backend, TestApp, both, eventually, sentiment};
+
+/// What a receiver got: its headers and body.
+#[derive(Clone, Debug)]
+struct Received {
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+
+    /// Whether `secret` signed it.
+    fn signed_by(&self, secret: &str) -> bool {
+        let secret = WebhookSecret::parse(secret).expect("a whsec_ secret");
+        let ts: i64 = self.header("webhook-timestamp").parse().unwrap();
+        secret.verifies(
+            self.header("webhook-id"),
+            ts,
+            self.body.as_bytes(),
+            self.header("webhook-signature"),
+        )
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    got: Vec<Received>,
+    /// Answers to give, in order; then 200.
+    answers: VecDeque<Response>,
+}
+
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    log: Arc<Mutex<Log>>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let log = Arc::new(Mutex::new(Log::default()));
+        async fn hook(
+            State(log): State<Arc<Mutex<Log>>>,
+            headers: HeaderMap,
+            body: Bytes,
+        ) -> Response {
+            let mut log = log.lock().unwrap();
+            log.got.push(Received {
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+            log.answers
+                .pop_front()
+                .unwrap_or_else(|| (StatusCode::OK, "thanks").into_response())
+        }
+        async fn elsewhere(State(log): State<Arc<Mutex<Log>>>) -> StatusCode {
+            log.lock().unwrap().got.push(Received {
+                headers: HeaderMap::new(),
+                body: "REDIRECTED".to_owned(),
+            });
+            StatusCode::OK
+        }
+        let app = Router::new()
+            .route("/hook", axum::routing::post(hook))
+            .route("/elsewhere", axum::routing::post(elsewhere))
+            .with_state(log.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver {
+            url: format!("http://{addr}/hook"),
+            log,
+        }
+    }
+
+    fn answer(&self, r: impl IntoResponse) {
+        self.log
+            .lock()
+            .unwrap()
+            .answers
+            .push_back(r.into_response());
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.log.lock().unwrap().got.clone()
+    }
+
+    /// The first `n` messages, once they came.
+    async fn wait_for(&self, n: usize) -> Vec<Received> {
+        eventually(
+            Duration::from_secs(10),
+            &format!("{n} webhook messages"),
+            || async {
+                let got = self.got();
+                (got.len() >= n).then_some(got)
+            },
+        )
+        .await
+    }
+}
+
+async fn app_with(backend: Backend, schedule: &[&str]) -> Option<TestApp> {
+    let schedule: Vec<_> = schedule
+        .iter()
+        .map(|s| taskgate_server::config::Span::parse(s).unwrap())
+        .collect();
+    TestApp::builder(backend)
+        .config(move |c| {
+            c.webhooks.allow_private_networks = true;
+            c.webhooks.retry_schedule = schedule;
+            c.webhooks.timeout_ms = 2_000;
+        })
+        .start()
+        .await
+}
+
+async fn webhook_app(backend: Backend) -> Option<TestApp> {
+    app_with(backend, &["0s", "5s", "5s"]).await
+}
+
+async fn endpoints_are_managed_per_account_and_mode(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let live = app.client(&app.live);
+    let made = live
+        .post(
+            "webhook_endpoints",
+            json!({ "url": "https://hooks.example.com/a", "description": "orders" }),
+        )
+        .await
+        .expect(201);
+    let e = made.data().clone();
+    let id = e["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("whe_"));
+    assert!(e["secret"].as_str().unwrap().starts_with("whsec_"));
+    assert_eq!(
+        e["events"],
+        json!(["task.succeeded", "task.failed", "task.cancelled"])
+    );
+    assert_eq!(
+        (e["enabled"].clone(), e["mode"].clone()),
+        (json!(true), json!("live"))
+    );
+
+    let got = live
+        .get(&format!("webhook_endpoints/{id}"))
+        .await
+        .expect(200);
+    assert!(
+        got.data().get("secret").is_none(),
+        "the secret is shown when made only"
+    );
+    assert!(!got.text.contains(e["secret"].as_str().unwrap()));
+    let secret = live
+        .get(&format!("webhook_endpoints/{id}/secret"))
+        .await
+        .expect(200);
+    assert_eq!(secret.data()["secret"], e["secret"]);
+
+    let list = live.get("webhook_endpoints?limit=1").await.expect(200);
+    assert_eq!(list.data()["items"][0]["id"], json!(id));
+    assert_eq!(list.data()["has_more"], json!(false));
+
+    // A test key sees its mode's only.
+    let test = app.client(&app.test);
+    test.get(&format!("webhook_endpoints/{id}"))
+        .await
+        .expect_error(404, "webhook_endpoint_not_found");
+    let empty = test.get("webhook_endpoints").await.expect(200);
+    assert_eq!(empty.data()["items"], json!([]));
+
+    let changed = live
+        .send(
+            live.request(reqwest::Method::PATCH, &format!("webhook_endpoints/{id}"))
+                .json(
+                    &json!({ "events": ["task.running"], "enabled": false, "description": null }),
+                ),
+        )
+        .await
+        .expect(200);
+    assert_eq!(changed.data()["events"], json!(["task.running"]));
+    assert_eq!(changed.data()["enabled"], json!(false));
+    assert_eq!(changed.data()["disabled_reason"], json!("owner"));
+    assert_eq!(changed.data()["description"], json!(null));
+    assert_eq!(changed.data()["url"], json!("https://hooks.example.com/a"));
+
+    let rotated = live
+        .post(&format!("webhook_endpoints/{id}/rotate_secret"), json!({}))
+        .await
+        .expect(200);
+    assert_ne!(rotated.data()["secret"], e["secret"]);
+
+    // Bad input changes nothing.
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": "ftp://x.example.com/" }),
+    )
+    .await
+    .expect_error(400, "invalid_field");
+    let r = live
+        .post(
+            "webhook_endpoints",
+            json!({ "url": "https://x.example.com/", "events": ["task.nope"] }),
+        )
+        .await;
+    assert_eq!(
+        r.expect_error(400, "invalid_field").body["error"]["param"],
+        json!("events")
+    );
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": "https://x.example.com/", "events": [] }),
+    )
+    .await
+    .expect_error(400, "invalid_field");
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": "https://x.example.com/", "colour": "red" }),
+    )
+    .await
+    .expect_error(400, "invalid_field");
+
+    // Scopes: a restricted key without them is refused.
+    let reader = app
+        .restricted_client(&app.account_id, Some(&["tasks:read"]), None)
+        .await;
+    reader
+        .get("webhook_endpoints")
+        .await
+        .expect_error(403, "insufficient_permissions");
+    let ro = app
+        .restricted_client(&app.account_id, Some(&["webhooks:read"]), None)
+        .await;
+    ro.get("webhook_endpoints").await.expect(200);
+    ro.post(
+        "webhook_endpoints",
+        json!({ "url": "https://x.example.com/" }),
+    )
+    .await
+    .expect_error(403, "insufficient_permissions");
+    ro.get(&format!("webhook_endpoints/{id}/secret"))
+        .await
+        .expect_error(403, "insufficient_permissions");
+
+    let gone = live
+        .send(live.request(reqwest::Method::DELETE, &format!("webhook_endpoints/{id}")))
+        .await
+        .expect(200);
+    assert_eq!(gone.data()["deleted"], json!(true));
+    live.get(&format!("webhook_endpoints/{id}"))
+        .await
+        .expect_error(404, "webhook_endpoint_not_found");
+    let _ = KeyType::Live;
+}
+both!(endpoints_are_managed_per_account_and_mode);
+
+async fn a_tasks_end_is_delivered_signed(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let live = app.client(&app.live);
+    let e = live
+        .post(
+            "webhook_endpoints",
+            json!({ "url": rx.url, "events": ["task.running", "task.succeeded"] }),
+        )
+        .await
+        .expect(201);
+    let secret = e.data()["secret"].as_str().unwrap().to_owned();
+    let task = live.call(sentiment("I love it")).await.expect(200);
+    let task_id = task.data()["id"].as_str().unwrap().to_owned();
+
+    let got = rx.wait_for(2).await;
+    let mut types: Vec<String> = got
+        .iter()
+        .map(|m| m.json()["type"].as_str().unwrap().to_owned())
+        .collect();
+    types.sort();
+    assert_eq!(types, ["task.running", "task.succeeded"]);
+    let done = got
+        .iter()
+        .find(|m| m.json()["type"] == "task.succeeded")
+        .unwrap();
+    assert!(done.signed_by(&secret), "signed with the endpoint's secret");
+    assert!(done.header("webhook-id").starts_with("msg_"));
+    assert!(done.header("user-agent").starts_with("Taskgate-Webhooks/"));
+    assert_eq!(done.header("content-type"), "application/json");
+    let body = done.json();
+    assert_eq!(body["data"]["id"], json!(task_id));
+    assert_eq!(body["data"]["status"], json!("succeeded"));
+    assert_eq!(body["data"]["mode"], json!("live"));
+    assert!(body["data"].get("input").is_none(), "no input");
+    assert!(body["data"]["output"].is_object());
+    let running = got
+        .iter()
+        .find(|m| m.json()["type"] == "task.running")
+        .unwrap();
+    assert_eq!(running.json()["data"]["status"], json!("running"));
+    assert_ne!(running.header("webhook-id"), done.header("webhook-id"));
+
+    // The log: succeeded, one attempt, 200.
+    let log = eventually(Duration::from_secs(10), "the delivery recorded", || async {
+        let r = live
+            .get(&format!(
+                "webhook_deliveries?task_id={task_id}&status=succeeded"
+            ))
+            .await
+            .expect(200);
+        let items = r.data()["items"].as_array().unwrap().clone();
+        (items.len() == 2).then_some(items)
+    })
+    .await;
+    let d = log
+        .iter()
+        .find(|d| d["event_type"] == "task.succeeded")
+        .unwrap();
+    assert_eq!(d["message_id"], json!(done.header("webhook-id")));
+    assert_eq!(d["attempts"][0]["http_status"], json!(200));
+    assert_eq!(d["attempts"][0]["response_excerpt"], json!("thanks"));
+    assert_eq!(d["next_attempt_at"], json!(null));
+    let one = live
+        .get(&format!("webhook_deliveries/{}", d["id"].as_str().unwrap()))
+        .await
+        .expect(200);
+    assert_eq!(one.data()["id"], d["id"]);
+
+    // A replay: a new attempt of the same message.
+    live.post(
+        &format!("webhook_deliveries/{}/retry", d["id"].as_str().unwrap()),
+        json!({}),
+    )
+    .await
+    .expect(202);
+    let again = rx.wait_for(3).await;
+    assert_eq!(again[2].header("webhook-id"), done.header("webhook-id"));
+    assert_eq!(again[2].body, done.body, "the same body");
+    // A test key's account-mode sees none of it.
+    let test = app.client(&app.test);
+    test.get(&format!("webhook_deliveries/{}", d["id"].as_str().unwrap()))
+        .await
+        .expect_error(404, "webhook_delivery_not_found");
+}
+both!(a_tasks_end_is_delivered_signed);
+
+async fn failures_are_retried_on_schedule_until_exhausted(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    for _ in 0..3 {
+        rx.answer((StatusCode::INTERNAL_SERVER_ERROR, "down"));
+    }
+    let live = app.client(&app.live);
+    live.post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    live.call(sentiment("meh")).await.expect(200);
+    let first = rx.wait_for(1).await;
+    // The second attempt waits for its step (5 s), on the server's clock.
+    let delivery = eventually(
+        Duration::from_secs(10),
+        "a failed attempt recorded",
+        || async {
+            let r = live
+                .get("webhook_deliveries?status=failed")
+                .await
+                .expect(200);
+            r.data()["items"].as_array().unwrap().first().cloned()
+        },
+    )
+    .await;
+    assert_eq!(delivery["attempts"][0]["http_status"], json!(500));
+    assert_eq!(delivery["attempts"][0]["response_excerpt"], json!("down"));
+    assert!(delivery["next_attempt_at"].is_string());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(rx.got().len(), 1, "not before its step");
+    app.clock.advance(Duration::from_secs(6));
+    let second = rx.wait_for(2).await;
+    assert_eq!(
+        second[1].header("webhook-id"),
+        first[0].header("webhook-id")
+    );
+    app.clock.advance(Duration::from_secs(6));
+    rx.wait_for(3).await;
+    let exhausted = eventually(
+        Duration::from_secs(10),
+        "the delivery exhausted",
+        || async {
+            let r = live
+                .get("webhook_deliveries?status=exhausted")
+                .await
+                .expect(200);
+            r.data()["items"].as_array().unwrap().first().cloned()
+        },
+    )
+    .await;
+    assert_eq!(exhausted["attempts"].as_array().unwrap().len(), 3);
+    assert_eq!(exhausted["next_attempt_at"], json!(null));
+}
+both!(failures_are_retried_on_schedule_until_exhausted);
+
+async fn gone_disables_and_redirects_are_not_followed(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let elsewhere = rx.url.replace("/hook", "/elsewhere");
+    rx.answer(
+        Response::builder()
+            .status(302)
+            .header("location", elsewhere)
+            .body(axum::body::Body::empty())
+            .unwrap(),
+    );
+    rx.answer(StatusCode::GONE);
+    let live = app.client(&app.live);
+    let e = live
+        .post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    let id = e.data()["id"].as_str().unwrap().to_owned();
+    live.call(sentiment("one")).await.expect(200);
+    let redirected = eventually(Duration::from_secs(10), "the redirect recorded", || async {
+        let r = live
+            .get("webhook_deliveries?status=failed")
+            .await
+            .expect(200);
+        r.data()["items"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(redirected["attempts"][0]["http_status"], json!(302));
+    assert!(
+        redirected["attempts"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("redirects are not followed")
+    );
+    assert!(
+        rx.got().iter().all(|m| m.body != "REDIRECTED"),
+        "never followed"
+    );
+
+    live.call(sentiment("two")).await.expect(200);
+    eventually(
+        Duration::from_secs(10),
+        "410 disables the endpoint",
+        || async {
+            let r = live
+                .get(&format!("webhook_endpoints/{id}"))
+                .await
+                .expect(200);
+            (r.data()["enabled"] == json!(false)).then(|| r.data().clone())
+        },
+    )
+    .await;
+    let r = live
+        .get(&format!("webhook_endpoints/{id}"))
+        .await
+        .expect(200);
+    assert_eq!(r.data()["disabled_reason"], json!("gone"));
+    let before = rx.got().len();
+    live.call(sentiment("three")).await.expect(200);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(rx.got().len(), before, "a disabled endpoint hears nothing");
+}
+both!(gone_disables_and_redirects_are_not_followed);
+
+async fn calls_own_webhooks_and_rotations_sign_with_both(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let test = app.client(&app.test);
+    let secret = test.get("webhooks/secret").await.expect(200).data()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let again = test.get("webhooks/secret").await.expect(200);
+    assert_eq!(again.data()["secret"], json!(secret), "made once");
+    let mut call = sentiment("I love it");
+    call["mode"] = json!("async");
+    call["webhook"] = json!({ "url": rx.url, "events": ["task.succeeded"] });
+    let task = test.call(call).await.expect(202);
+    let got = rx.wait_for(1).await;
+    assert!(got[0].signed_by(&secret));
+    let body = got[0].json();
+    assert_eq!(body["type"], json!("task.succeeded"));
+    assert_eq!(body["data"]["id"], task.data()["id"]);
+    assert_eq!(body["data"]["mode"], json!("test"));
+    let d = test
+        .get(&format!(
+            "webhook_deliveries?task_id={}",
+            task.data()["id"].as_str().unwrap()
+        ))
+        .await
+        .expect(200);
+    assert_eq!(d.data()["items"][0]["url"], json!(rx.url));
+
+    // Rotation: the old secret signs beside the new one.
+    let new = test
+        .post("webhooks/secret/rotate", json!({}))
+        .await
+        .expect(200)
+        .data()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut call = sentiment("again");
+    call["webhook"] = json!({ "url": rx.url });
+    test.call(call).await.expect(200);
+    let got = rx.wait_for(2).await;
+    assert_eq!(got[1].header("webhook-signature").split(' ').count(), 2);
+    assert!(got[1].signed_by(&new) && got[1].signed_by(&secret));
+
+    // A bad webhook is refused before anything is stored.
+    let mut bad = sentiment("x");
+    bad["webhook"] = json!({ "url": "gopher://x" });
+    let r = test.call(bad).await.expect_error(400, "invalid_field");
+    assert_eq!(r.body["error"]["param"], json!("webhook.url"));
+    let mut bad = sentiment("x");
+    bad["webhook"] = json!({ "url": rx.url, "events": ["webhook.test"] });
+    test.call(bad).await.expect_error(400, "invalid_field");
+}
+both!(calls_own_webhooks_and_rotations_sign_with_both);
+
+async fn a_test_event_reaches_the_endpoint(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let live = app.client(&app.live);
+    let e = live
+        .post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    let id = e.data()["id"].as_str().unwrap();
+    let d = live
+        .post(&format!("webhook_endpoints/{id}/test"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(d.data()["event_type"], json!("webhook.test"));
+    let got = rx.wait_for(1).await;
+    assert!(got[0].signed_by(e.data()["secret"].as_str().unwrap()));
+    assert_eq!(got[0].json()["type"], json!("webhook.test"));
+    assert_eq!(got[0].json()["data"]["endpoint_id"], json!(id));
+    assert_eq!(
+        got[0].header("webhook-id"),
+        d.data()["message_id"].as_str().unwrap()
+    );
+}
+both!(a_test_event_reaches_the_endpoint);
+
+/// Without `allow_private_networks`, URLs that are or resolve to loopback or
+/// private addresses are refused when set.
+async fn private_addresses_are_refused(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let live = app.client(&app.live);
+    for url in [
+        "http://127.0.0.1:9/hook",
+        "http://localhost/hook",
+        "http://10.1.2.3/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]/",
+        "http://100.64.0.1/",
+    ] {
+        let r = live.post("webhook_endpoints", json!({ "url": url })).await;
+        let r = r.expect_error(400, "invalid_field");
+        assert_eq!(r.body["error"]["param"], json!("url"), "{url}");
+    }
+    let mut call = sentiment("x");
+    call["webhook"] = json!({ "url": "http://127.0.0.1/" });
+    let r = live.call(call).await.expect_error(400, "invalid_field");
+    assert_eq!(r.body["error"]["param"], json!("webhook.url"));
+    let list = live.get("webhook_endpoints").await.expect(200);
+    assert_eq!(list.data()["items"], json!([]), "nothing stored");
+}
+both!(private_addresses_are_refused);
