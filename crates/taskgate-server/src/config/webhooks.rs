@@ -116,7 +116,7 @@ impl fmt::Display for Span {
             (1_000, "s"),
         ];
         for (size, unit) in units {
-            if ms >= size && ms % size == 0 {
+            if ms >= size && ms.is_multiple_of(size) {
                 return write!(f, "{}{unit}", ms / size);
             }
         }
