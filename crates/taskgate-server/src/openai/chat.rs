@@ -39,7 +39,7 @@ pub(super) async fn completions(
         &request.model,
         request.input,
         request.metadata,
-        request.sandbox,
+        request.extras,
     );
     // A stream tells of the task at once (its id is in every chunk).
     let told = if request.stream {

@@ -27,7 +27,7 @@ pub(super) async fn create(
     let mut body = body.map;
     let model = model_of(&mut body)?;
     let metadata = metadata_of(&mut body);
-    let sandbox = body.remove("sandbox");
+    let extras = super::Extras::take(&mut body);
     let base64 = match body.remove("encoding_format") {
         None | Some(Value::Null) => false,
         Some(Value::String(f)) if f == "float" => false,
@@ -73,7 +73,7 @@ pub(super) async fn create(
     let started = start_call(
         &app,
         &principal,
-        call_body(&model, input, metadata, sandbox),
+        call_body(&model, input, metadata, extras),
         Told::AtEnd,
     )
     .await?;

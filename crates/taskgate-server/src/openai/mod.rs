@@ -255,20 +255,40 @@ async fn start_call(
     Ok(started)
 }
 
+/// Taskgate's own fields an OpenAI request may carry beside OpenAI's: a test
+/// key's `sandbox` controls and the call's own `webhook`.
+#[derive(Default)]
+struct Extras {
+    sandbox: Option<Value>,
+    webhook: Option<Value>,
+}
+
+impl Extras {
+    fn take(body: &mut Map<String, Value>) -> Self {
+        Extras {
+            sandbox: body.remove("sandbox"),
+            webhook: body.remove("webhook"),
+        }
+    }
+}
+
 /// The `POST /call` body of an OpenAI request: its model's API, the kind's
-/// input, and the task's metadata and (test keys) sandbox controls.
+/// input, the task's metadata, and Taskgate's [`Extras`].
 fn call_body(
     model: &str,
     input: Map<String, Value>,
     metadata: Value,
-    sandbox: Option<Value>,
+    extras: Extras,
 ) -> Map<String, Value> {
     let mut call = Map::new();
     call.insert("api".to_owned(), Value::String(model.to_owned()));
     call.insert("input".to_owned(), Value::Object(input));
     call.insert("metadata".to_owned(), metadata);
-    if let Some(sandbox) = sandbox {
+    if let Some(sandbox) = extras.sandbox {
         call.insert("sandbox".to_owned(), sandbox);
+    }
+    if let Some(webhook) = extras.webhook {
+        call.insert("webhook".to_owned(), webhook);
     }
     call
 }

@@ -40,7 +40,7 @@ pub(super) struct ChatRequest {
     pub model: String,
     pub input: Map<String, Value>,
     pub metadata: Value,
-    pub sandbox: Option<Value>,
+    pub extras: super::Extras,
     pub stream: bool,
     pub include_usage: bool,
 }
@@ -49,7 +49,7 @@ impl ChatRequest {
     pub fn parse(mut body: Map<String, Value>) -> Result<Self, OpenAiError> {
         let model = model_of(&mut body)?;
         let metadata = metadata_of(&mut body);
-        let sandbox = body.remove("sandbox");
+        let extras = super::Extras::take(&mut body);
         for (field, what) in UNSUPPORTED {
             if body
                 .remove(field)
@@ -157,7 +157,7 @@ impl ChatRequest {
             model,
             input,
             metadata,
-            sandbox,
+            extras,
             stream,
             include_usage,
         })

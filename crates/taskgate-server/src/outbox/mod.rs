@@ -106,8 +106,13 @@ impl Sender {
                                 return;
                             };
                             let sender = me.clone();
+                            let stop = shutdown.clone();
+                            // Abandoned at a stop: sent again once its lease ends.
                             tokio::spawn(async move {
-                                sender.deliver(d, now).await;
+                                tokio::select! {
+                                    () = stop.cancelled() => {}
+                                    () = sender.deliver(d, now) => {}
+                                }
                                 drop(slot);
                             });
                         }

@@ -99,6 +99,40 @@ impl Receiver {
         }
     }
 
+    /// A receiver whose every answer waits until `release` is notified.
+    async fn start_hanging(release: Arc<tokio::sync::Notify>) -> Self {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let state = (log.clone(), release);
+        async fn hook(
+            State((log, release)): State<(Arc<Mutex<Log>>, Arc<tokio::sync::Notify>)>,
+            headers: HeaderMap,
+            body: Bytes,
+        ) -> StatusCode {
+            let first = {
+                let mut log = log.lock().unwrap();
+                log.got.push(Received {
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                });
+                log.got.len() == 1
+            };
+            if first {
+                release.notified().await;
+            }
+            StatusCode::OK
+        }
+        let app = Router::new()
+            .route("/hook", axum::routing::post(hook))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver {
+            url: format!("http://{addr}/hook"),
+            log,
+        }
+    }
+
     fn answer(&self, r: impl IntoResponse) {
         self.log
             .lock()
@@ -126,6 +160,10 @@ impl Receiver {
 }
 
 async fn app_with(backend: Backend, schedule: &[&str]) -> Option<TestApp> {
+    app_with_timeout(backend, schedule, 2_000).await
+}
+
+async fn app_with_timeout(backend: Backend, schedule: &[&str], timeout_ms: u64) -> Option<TestApp> {
     let schedule: Vec<_> = schedule
         .iter()
         .map(|s| taskgate_server::config::Span::parse(s).unwrap())
@@ -134,7 +172,7 @@ async fn app_with(backend: Backend, schedule: &[&str]) -> Option<TestApp> {
         .config(move |c| {
             c.webhooks.allow_private_networks = true;
             c.webhooks.retry_schedule = schedule;
-            c.webhooks.timeout_ms = 2_000;
+            c.webhooks.timeout_ms = timeout_ms;
         })
         .start()
         .await
@@ -605,3 +643,104 @@ async fn private_addresses_are_refused(backend: Backend) {
     assert_eq!(list.data()["items"], json!([]), "nothing stored");
 }
 both!(private_addresses_are_refused);
+
+/// An instance that stops in the middle of an attempt (as a crash would)
+/// leaves the delivery held until its lease ends; then another instance
+/// sends it, with the same `webhook-id`: at least once.
+async fn an_attempt_cut_off_is_sent_again_by_another_instance(backend: Backend) {
+    let Some(mut app) = app_with_timeout(backend, &["0s", "5s"], 60_000).await else {
+        return;
+    };
+    // The first attempt meets a receiver that does not answer.
+    let hang = Arc::new(tokio::sync::Notify::new());
+    let live = app.client(&app.live);
+    let slow = Receiver::start_hanging(hang.clone()).await;
+    live.post("webhook_endpoints", json!({ "url": slow.url }))
+        .await
+        .expect(201);
+    live.call(sentiment("cut off")).await.expect(200);
+    let first = slow.wait_for(1).await;
+    // The instance stops (its attempt abandoned), another takes over.
+    let server = app.server.take().unwrap();
+    server.stop().await.unwrap();
+    let other = app
+        .another_instance(|c| c.instance_id = Some("tg-other".parse().unwrap()))
+        .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(slow.got().len(), 1, "held until the lease ends");
+    // Past the lease: twice the time-out and 30 s.
+    app.clock.advance(Duration::from_secs(160));
+    hang.notify_waiters();
+    let got = slow.wait_for(2).await;
+    assert_eq!(got[1].header("webhook-id"), first[0].header("webhook-id"));
+    assert_eq!(got[1].body, first[0].body);
+    other.stop().await.unwrap();
+}
+both!(an_attempt_cut_off_is_sent_again_by_another_instance);
+
+/// Two instances on one PostgreSQL database: each event is sent by one.
+async fn two_instances_send_each_event_once(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    if backend != Backend::Postgres {
+        return;
+    }
+    let rx = Receiver::start().await;
+    let live = app.client(&app.live);
+    live.post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    let other = app
+        .another_instance(|c| c.instance_id = Some("tg-second".parse().unwrap()))
+        .await;
+    let second = crate::utils::TestClient::new(&format!("http://{}", other.addr), Some(&app.live));
+    for i in 0..20 {
+        let c = if i % 2 == 0 { &live } else { &second };
+        c.call(sentiment(&format!("call {i}"))).await.expect(200);
+    }
+    rx.wait_for(20).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let got = rx.got();
+    let mut ids: Vec<&str> = got.iter().map(|m| m.header("webhook-id")).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((got.len(), ids.len()), (20, 20), "each event once");
+    other.stop().await.unwrap();
+}
+both!(two_instances_send_each_event_once);
+
+/// The OpenAI endpoint takes `webhook` beside OpenAI's fields.
+async fn the_openai_endpoint_takes_a_webhook(backend: Backend) {
+    let (fake, base) = crate::upstream::Fake::start().await;
+    fake.then(crate::upstream::chat_completion("Hello!"));
+    let Some(app) = TestApp::builder(backend)
+        .config(|c| {
+            c.webhooks.allow_private_networks = true;
+            crate::upstream::chat_api(c, &base, false);
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let live = app.client(&app.live);
+    let secret = live.get("webhooks/secret").await.expect(200).data()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let chat = json!({
+        "model": "chat",
+        "messages": [{ "role": "user", "content": "Say hello" }],
+        "webhook": { "url": rx.url, "events": ["task.succeeded"] },
+    });
+    let r = live.post("/openai/v1/chat/completions", chat).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["choices"][0]["message"]["content"], json!("Hello!"));
+    let got = rx.wait_for(1).await;
+    assert!(got[0].signed_by(&secret));
+    assert_eq!(got[0].json()["data"]["api"], json!("chat"));
+    assert_eq!(got[0].json()["data"]["status"], json!("succeeded"));
+}
+both!(the_openai_endpoint_takes_a_webhook);
