@@ -400,6 +400,14 @@ async fn a_tasks_end_is_delivered_signed(backend: Backend) {
     let again = rx.wait_for(3).await;
     assert_eq!(again[2].header("webhook-id"), done.header("webhook-id"));
     assert_eq!(again[2].body, done.body, "the same body");
+    // Counted and timed for the operator.
+    let metrics = app.anonymous().get("/metrics").await;
+    assert!(
+        metrics.text.contains("taskgate_webhook_attempts_total{outcome=\"succeeded\"}"),
+        "{}",
+        metrics.text
+    );
+    assert!(metrics.text.contains("taskgate_webhook_attempt_duration_seconds"));
     // A test key's account-mode sees none of it.
     let test = app.client(&app.test);
     test.get(&format!("webhook_deliveries/{}", d["id"].as_str().unwrap()))
