@@ -118,6 +118,13 @@ impl From<WebhookError> for ApiError {
             e @ WebhookError::DescriptionTooLong => {
                 ApiError::invalid_field("description", capitalized(&e.to_string()))
             }
+            WebhookError::TooManyEndpoints => ApiError::conflict(
+                "too_many_webhook_endpoints",
+                format!(
+                    "This account has {} webhook endpoints of this mode, the most it may hold. Delete one first.",
+                    crate::service::webhooks::MAX_ENDPOINTS
+                ),
+            ),
             WebhookError::Store(e) => e.into(),
         }
     }

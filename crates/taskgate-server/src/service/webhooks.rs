@@ -23,6 +23,9 @@ use crate::state::AppState;
 pub const MAX_URL_LEN: usize = 2_048;
 /// The longest description of an endpoint.
 pub const MAX_DESCRIPTION_LEN: usize = 500;
+/// Endpoints an account holds per mode: each task's end is written once per
+/// endpoint, so a key cannot multiply the work of every call.
+pub const MAX_ENDPOINTS: i64 = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
@@ -37,6 +40,8 @@ pub enum WebhookError {
     InvalidEvents { message: String },
     #[error("the description is longer than {MAX_DESCRIPTION_LEN} characters")]
     DescriptionTooLong,
+    #[error("the account has {MAX_ENDPOINTS} webhook endpoints of this mode already")]
+    TooManyEndpoints,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -149,6 +154,13 @@ pub async fn create(
     new: NewEndpoint,
 ) -> Result<WebhookEndpoint, WebhookError> {
     let url = check_url(&app.config.webhooks, &new.url).await?;
+    let held = app
+        .store
+        .list_endpoints(owner.account, owner.mode, None, MAX_ENDPOINTS)
+        .await?;
+    if held.len() as i64 >= MAX_ENDPOINTS {
+        return Err(WebhookError::TooManyEndpoints);
+    }
     let events = match new.events {
         None => WebhookEvents::DEFAULT,
         Some(list) => event_set(&list)?,

@@ -307,6 +307,28 @@ async fn endpoints_are_managed_per_account_and_mode(backend: Backend) {
         .await
         .expect_error(403, "insufficient_permissions");
 
+    // At most 16 per account and mode.
+    for i in 1..16 {
+        live.post(
+            "webhook_endpoints",
+            json!({ "url": format!("https://h{i}.example.com/") }),
+        )
+        .await
+        .expect(201);
+    }
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": "https://h17.example.com/" }),
+    )
+    .await
+    .expect_error(409, "too_many_webhook_endpoints");
+    test.post(
+        "webhook_endpoints",
+        json!({ "url": "https://t.example.com/" }),
+    )
+    .await
+    .expect(201);
+
     let gone = live
         .send(live.request(reqwest::Method::DELETE, &format!("webhook_endpoints/{id}")))
         .await
@@ -403,11 +425,17 @@ async fn a_tasks_end_is_delivered_signed(backend: Backend) {
     // Counted and timed for the operator.
     let metrics = app.anonymous().get("/metrics").await;
     assert!(
-        metrics.text.contains("taskgate_webhook_attempts_total{outcome=\"succeeded\"}"),
+        metrics
+            .text
+            .contains("taskgate_webhook_attempts_total{outcome=\"succeeded\"}"),
         "{}",
         metrics.text
     );
-    assert!(metrics.text.contains("taskgate_webhook_attempt_duration_seconds"));
+    assert!(
+        metrics
+            .text
+            .contains("taskgate_webhook_attempt_duration_seconds")
+    );
     // A test key's account-mode sees none of it.
     let test = app.client(&app.test);
     test.get(&format!("webhook_deliveries/{}", d["id"].as_str().unwrap()))
