@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use serde::Serialize;
 
 use crate::auth::{ApisRead, Auth};
 use crate::catalog::{ApiDetailsView, ApiView};
@@ -13,14 +12,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::principal::Principal;
 use crate::query::{self, QueryPairs};
 use crate::state::AppState;
-
-#[derive(Serialize)]
-struct Page<'a> {
-    object: &'static str,
-    items: Vec<ApiView<'a>>,
-    has_more: bool,
-    next_cursor: Option<String>,
-}
+use crate::v1::Page;
 
 /// Lists the APIs the key may call, by slug.
 pub async fn list(

@@ -22,15 +22,8 @@ use crate::query::{self, QueryPairs, cursor};
 use crate::service::stream::{Reader, StreamEvent};
 use crate::service::tasks::{self, Holder};
 use crate::state::AppState;
+use crate::v1::Page;
 use crate::views::{TaskDetailsView, TaskView};
-
-#[derive(Serialize)]
-struct Page<T> {
-    object: &'static str,
-    items: Vec<T>,
-    has_more: bool,
-    next_cursor: Option<String>,
-}
 
 pub async fn list(
     State(app): State<Arc<AppState>>,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 use taskgate_core::{DeliveryStatus, TaskId, WebhookDeliveryId, WebhookEndpointId, WebhookEvent};
 
@@ -16,15 +15,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::query::QueryPairs;
 use crate::service::webhooks::{self, DeliveryFilter, EndpointChanges, NewEndpoint, Owner};
 use crate::state::AppState;
+use crate::v1::Page;
 use crate::views::{WebhookDeliveryView, WebhookEndpointView};
-
-#[derive(Serialize)]
-struct Page<T> {
-    object: &'static str,
-    items: Vec<T>,
-    has_more: bool,
-    next_cursor: Option<String>,
-}
 
 /// Refuses fields outside `known`.
 fn known_fields(map: &Map<String, Value>, known: &[&str]) -> ApiResult<()> {

@@ -159,6 +159,16 @@ impl Receiver {
     }
 }
 
+/// The newest delivery of `status`, once there is one.
+async fn first_delivery(client: &crate::utils::TestClient, status: &str, what: &str) -> Value {
+    let path = format!("webhook_deliveries?status={status}");
+    eventually(Duration::from_secs(10), what, || async {
+        let r = client.get(&path).await.expect(200);
+        r.data()["items"].as_array().unwrap().first().cloned()
+    })
+    .await
+}
+
 async fn app_with(backend: Backend, schedule: &[&str]) -> Option<TestApp> {
     app_with_timeout(backend, schedule, 2_000).await
 }
@@ -459,18 +469,7 @@ async fn failures_are_retried_on_schedule_until_exhausted(backend: Backend) {
     live.call(sentiment("meh")).await.expect(200);
     let first = rx.wait_for(1).await;
     // The second attempt waits for its step (5 s), on the server's clock.
-    let delivery = eventually(
-        Duration::from_secs(10),
-        "a failed attempt recorded",
-        || async {
-            let r = live
-                .get("webhook_deliveries?status=failed")
-                .await
-                .expect(200);
-            r.data()["items"].as_array().unwrap().first().cloned()
-        },
-    )
-    .await;
+    let delivery = first_delivery(&live, "failed", "a failed attempt recorded").await;
     assert_eq!(delivery["attempts"][0]["http_status"], json!(500));
     assert_eq!(delivery["attempts"][0]["response_excerpt"], json!("down"));
     assert!(delivery["next_attempt_at"].is_string());
@@ -484,18 +483,7 @@ async fn failures_are_retried_on_schedule_until_exhausted(backend: Backend) {
     );
     app.clock.advance(Duration::from_secs(6));
     rx.wait_for(3).await;
-    let exhausted = eventually(
-        Duration::from_secs(10),
-        "the delivery exhausted",
-        || async {
-            let r = live
-                .get("webhook_deliveries?status=exhausted")
-                .await
-                .expect(200);
-            r.data()["items"].as_array().unwrap().first().cloned()
-        },
-    )
-    .await;
+    let exhausted = first_delivery(&live, "exhausted", "the delivery exhausted").await;
     assert_eq!(exhausted["attempts"].as_array().unwrap().len(), 3);
     assert_eq!(exhausted["next_attempt_at"], json!(null));
 }
@@ -522,14 +510,7 @@ async fn gone_disables_and_redirects_are_not_followed(backend: Backend) {
         .expect(201);
     let id = e.data()["id"].as_str().unwrap().to_owned();
     live.call(sentiment("one")).await.expect(200);
-    let redirected = eventually(Duration::from_secs(10), "the redirect recorded", || async {
-        let r = live
-            .get("webhook_deliveries?status=failed")
-            .await
-            .expect(200);
-        r.data()["items"].as_array().unwrap().first().cloned()
-    })
-    .await;
+    let redirected = first_delivery(&live, "failed", "the redirect recorded").await;
     assert_eq!(redirected["attempts"][0]["http_status"], json!(302));
     assert!(
         redirected["attempts"][0]["error"]
