@@ -66,6 +66,11 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// [`Store::task_ends`]: the ends of tasks other processes sharing the
     /// store write, or `None` where one process owns it.
     async fn listen_task_ends(&self) -> StoreResult<Option<mpsc::Receiver<TaskEnd>>>;
+
+    /// Told before a webhook endpoint or a call's webhook is first written:
+    /// a backend whose hot path skips the webhooks' statement while there
+    /// are none starts running it from here on.
+    fn webhooks_in_use(&self) {}
 }
 
 /// The task operations of a call's path, each run the backend's own way. The

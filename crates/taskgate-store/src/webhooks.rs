@@ -221,6 +221,7 @@ macro_rules! impl_webhooks {
                     &self,
                     e: &$crate::WebhookEndpoint,
                 ) -> $crate::StoreResult<()> {
+                    self.webhooks_in_use();
                     sqlx::query(concat!(
                         "INSERT INTO webhook_endpoints (",
                         $crate::webhooks::endpoint_columns!(),
@@ -499,6 +500,7 @@ macro_rules! impl_webhooks {
                     events: taskgate_core::WebhookEvents,
                     now: taskgate_core::Timestamp,
                 ) -> $crate::StoreResult<()> {
+                    self.webhooks_in_use();
                     sqlx::query(
                         "INSERT INTO task_webhooks (task_id, account_id, mode, url, events, created_at) \
                          VALUES ($1, $2, $3, $4, $5, $6)",

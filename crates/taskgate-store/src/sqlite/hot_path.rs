@@ -9,6 +9,8 @@ use taskgate_core::{
     AccountId, Mode, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp, Transition, WebhookEvent,
 };
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::held::Held;
 use super::writer::bind;
 use super::{STATEMENTS, SqliteStore};
@@ -389,6 +391,12 @@ pub(super) fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreRe
     Ok(())
 }
 
+/// Whether any SQLite store of this process has had a webhook endpoint or
+/// a call's webhook: until then a task's change runs no webhook statement
+/// (a process owns its SQLite stores; set before the first is written, and
+/// at start when the database holds one).
+pub(super) static WEBHOOKS_IN_USE: AtomicBool = AtomicBool::new(false);
+
 /// The deliveries of task `task`'s events `bits` at `at`, in the open
 /// transaction ([`crate::ENQUEUE_WEBHOOKS`]).
 fn enqueue_webhooks(
@@ -399,6 +407,9 @@ fn enqueue_webhooks(
     bits: i64,
     at: Timestamp,
 ) -> StoreResult<()> {
+    if !WEBHOOKS_IN_USE.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     let mut stmt = conn.prepare_cached(crate::ENQUEUE_WEBHOOKS)?;
     bind(&mut stmt, &[&account, &mode, &task, &bits, &at])?;
     stmt.raw_execute()?;

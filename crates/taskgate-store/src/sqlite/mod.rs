@@ -152,7 +152,19 @@ impl SqlBackend for SqliteStore {
         sqlx::migrate!("./migrations/sqlite")
             .run(&self.write)
             .await?;
+        let (any,): (bool,) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM webhook_endpoints) OR EXISTS (SELECT 1 FROM task_webhooks)",
+        )
+        .fetch_one(&self.read)
+        .await?;
+        if any {
+            self.webhooks_in_use();
+        }
         Ok(())
+    }
+
+    fn webhooks_in_use(&self) {
+        hot_path::WEBHOOKS_IN_USE.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// One process owns a SQLite store: it knows its own tasks' ends.
