@@ -16,6 +16,8 @@ mod settings;
 mod sign_in;
 mod tasks;
 mod usage;
+mod webhook_endpoint;
+mod webhooks;
 mod words;
 
 use std::sync::Arc;
@@ -38,6 +40,39 @@ pub fn router() -> Router<Arc<AppState>> {
             get(keys::confirm_revoke).post(keys::revoke),
         )
         .route("/keys/{id}/roll", get(keys::confirm_roll).post(keys::roll))
+        .route("/webhooks", get(webhooks::list))
+        .route(
+            "/webhooks/new",
+            get(webhooks::new_form).post(webhooks::create),
+        )
+        .route(
+            "/webhooks/signing-secret",
+            post(webhooks::reveal_signing_secret),
+        )
+        .route(
+            "/webhooks/signing-secret/rotate",
+            post(webhooks::rotate_signing_secret),
+        )
+        .route("/webhooks/{id}", get(webhook_endpoint::details))
+        .route(
+            "/webhooks/{id}/secret",
+            post(webhook_endpoint::reveal_secret),
+        )
+        .route(
+            "/webhooks/{id}/rotate-secret",
+            post(webhook_endpoint::rotate_secret),
+        )
+        .route("/webhooks/{id}/test", post(webhook_endpoint::send_test))
+        .route("/webhooks/{id}/enable", post(webhook_endpoint::enable))
+        .route("/webhooks/{id}/disable", post(webhook_endpoint::disable))
+        .route(
+            "/webhooks/{id}/delete",
+            get(webhook_endpoint::confirm_delete).post(webhook_endpoint::delete),
+        )
+        .route(
+            "/webhooks/{id}/deliveries/{delivery}/retry",
+            post(webhook_endpoint::retry),
+        )
         .route("/tasks", get(tasks::list))
         .route("/tasks/{id}", get(tasks::details))
         .route("/tasks/{id}/cancel", post(tasks::cancel))

@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Response};
 use crate::envelope::Raw;
 
 /// The sections of the navigation, by path and label.
-pub const SECTIONS: [(&str, &str); 5] = [
+pub const SECTIONS: [(&str, &str); 6] = [
     ("/dashboard/keys", "API keys"),
+    ("/dashboard/webhooks", "Webhooks"),
     ("/dashboard/tasks", "Tasks"),
     ("/dashboard/usage", "Usage"),
     ("/dashboard/apis", "APIs"),

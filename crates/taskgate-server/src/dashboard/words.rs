@@ -9,6 +9,7 @@ use crate::service::calls::CallError;
 use crate::service::keys::{self, KeyError};
 use crate::service::sessions::SessionError;
 use crate::service::users::UserError;
+use crate::service::webhooks::{self, WebhookError};
 
 /// What the page says of `e`, or `Err` with the store's error for the
 /// error page.
@@ -55,6 +56,27 @@ pub fn key_error(e: KeyError) -> Result<String, taskgate_store::StoreError> {
         KeyError::Expired(_) => "This key has expired; create a new key instead.".to_owned(),
         KeyError::Forbidden => "Only the account's owners can change its keys.".to_owned(),
         KeyError::Store(e) => return Err(e),
+    })
+}
+
+pub fn webhook_error(e: WebhookError) -> Result<String, taskgate_store::StoreError> {
+    Ok(match e {
+        WebhookError::EndpointNotFound(_) => "There is no such webhook endpoint.".to_owned(),
+        WebhookError::DeliveryNotFound(_) => "There is no such delivery.".to_owned(),
+        // The service words a URL's refusal for people already ("The URL
+        // must be an http or https URL").
+        WebhookError::InvalidUrl { message } => format!("{message}."),
+        WebhookError::InvalidEvents { .. } => "Choose at least one event.".to_owned(),
+        WebhookError::DescriptionTooLong => format!(
+            "The description can be at most {} characters.",
+            webhooks::MAX_DESCRIPTION_LEN
+        ),
+        WebhookError::TooManyEndpoints => format!(
+            "This account has {} endpoints of this mode already, the most it may have: \
+             delete one to add another.",
+            webhooks::MAX_ENDPOINTS
+        ),
+        WebhookError::Store(e) => return Err(e),
     })
 }
 

@@ -17,20 +17,20 @@ const PASSWORD: &str = "violet kettle drums at noon";
 pub(crate) struct Browser {
     http: reqwest::Client,
     base: String,
-    origin: String,
+    pub(crate) origin: String,
     cookie: Option<String>,
 }
 
 pub(crate) struct Page {
-    status: StatusCode,
-    location: Option<String>,
+    pub(crate) status: StatusCode,
+    pub(crate) location: Option<String>,
     set_cookie: Option<String>,
     pub(crate) text: String,
 }
 
 impl Page {
     /// The CSRF token of the page's forms.
-    fn csrf(&self) -> String {
+    pub(crate) fn csrf(&self) -> String {
         let at = self
             .text
             .find("name=\"csrf\" value=\"")
@@ -40,7 +40,7 @@ impl Page {
     }
 
     /// The secret key a page shows once.
-    fn secret(&self) -> String {
+    pub(crate) fn secret(&self) -> String {
         let at = self
             .text
             .find("id=\"secret\" readonly value=\"")
@@ -95,7 +95,7 @@ impl Browser {
         self.send(req).await
     }
 
-    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+    pub(crate) async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
         let req = self
             .http
             .post(format!("{}{path}", self.base))

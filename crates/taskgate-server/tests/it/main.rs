@@ -14,6 +14,7 @@ mod chat_checks;
 mod chat_families;
 mod chat_streams;
 mod dashboard;
+mod dashboard_webhooks;
 mod envelope;
 mod hardening;
 mod idempotency;
