@@ -63,7 +63,7 @@ test("sign in", async () => {
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "API keys" }).waitFor();
   const nav = page.getByRole("navigation", { name: "Main" });
-  for (const name of ["API keys", "Tasks", "Usage", "APIs", "Settings"]) {
+  for (const name of ["API keys", "Webhooks", "Tasks", "Usage", "APIs", "Settings"]) {
     await nav.getByRole("link", { name }).waitFor();
   }
   await shot("api-keys");
