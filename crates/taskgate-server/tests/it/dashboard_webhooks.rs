@@ -142,6 +142,22 @@ async fn an_endpoint_from_the_dashboard(backend: Backend) {
     assert!(page.text.contains("A test event is on its way"));
     assert!(page.text.contains("webhook.test"));
     let delivery = first_delivery(&page);
+    // Its first attempt, due at once, fails to connect: the page shows it,
+    // with no HTTP status, its error and the next attempt.
+    let mut tried = page;
+    for _ in 0..100 {
+        if tried.text.contains(", error: ") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tried = b.get(&path).await;
+    }
+    assert!(tried.text.contains("HTTP status none"), "{}", tried.text);
+    assert!(
+        tried.text.contains("status-failed\">failed<"),
+        "{}",
+        tried.text
+    );
     let r = post(
         &mut b,
         &format!("{path}/deliveries/{delivery}/retry"),
