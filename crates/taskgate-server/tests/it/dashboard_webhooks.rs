@@ -92,6 +92,15 @@ async fn an_endpoint_from_the_dashboard(backend: Backend) {
     assert_eq!(details.status, StatusCode::OK, "{}", details.text);
     assert!(details.text.contains("Endpoint added."));
     assert!(details.text.contains("Nothing has been sent"));
+    for button in [
+        ">Reveal secret</button>",
+        ">Rotate secret</button>",
+        ">Send test event</button>",
+        ">Disable</button>",
+        ">Delete</a>",
+    ] {
+        assert!(details.text.contains(button), "{button}");
+    }
     let csrf = details.csrf();
 
     // Reveal, again the same; rotate: another, which reveal then shows.
@@ -153,6 +162,7 @@ async fn an_endpoint_from_the_dashboard(backend: Backend) {
         tried = b.get(&path).await;
     }
     assert!(tried.text.contains("HTTP status none"), "{}", tried.text);
+    assert!(tried.text.contains(">Retry</button>"));
     assert!(
         tried.text.contains("status-failed\">failed<"),
         "{}",
