@@ -70,7 +70,7 @@ export type WebhookDeliveryList = Schemas["WebhookDeliveryList"];
 export interface CallWebhook {
   url: string;
   /** Default: `task.succeeded`, `task.failed`, `task.cancelled`. */
-  events?: Array<"task.running" | "task.succeeded" | "task.failed" | "task.cancelled">;
+  events?: Array<"task.running" | "task.succeeded" | "task.failed" | "task.cancelled"> | null;
 }
 /** A call's `metadata`: string keys and values, or `null` for none. */
 export type Metadata = Schemas["Metadata"];

@@ -1107,7 +1107,7 @@ export interface components {
                  *       "task.cancelled"
                  *     ]
                  */
-                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[];
+                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[] | null;
                 /**
                  * Format: uri
                  * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
@@ -1167,7 +1167,7 @@ export interface components {
                  *       "task.cancelled"
                  *     ]
                  */
-                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[];
+                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[] | null;
                 /**
                  * Format: uri
                  * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
@@ -1223,7 +1223,7 @@ export interface components {
                  *       "task.cancelled"
                  *     ]
                  */
-                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[];
+                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[] | null;
                 /**
                  * Format: uri
                  * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).

@@ -368,6 +368,8 @@ fn events_schema(names: &[&str]) -> Value {
 /// the account's signing secret of the key's mode (GET /webhooks/secret).
 pub(super) fn call_webhook_schema() -> Value {
     let mut events = events_schema(&TASK_EVENTS);
+    // `null` is the default, as the server reads it.
+    events["type"] = json!(["array", "null"]);
     events["default"] = json!(["task.succeeded", "task.failed", "task.cancelled"]);
     json!({
         "description": "This call's own webhook: its task's events are sent to `url`, signed \

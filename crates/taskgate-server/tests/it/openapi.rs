@@ -522,6 +522,13 @@ async fn webhook_operations_are_documented() {
     let mut call = sentiment("webhooks");
     call["webhook"] = json!({"url": rx.url, "events": ["task.succeeded"]});
     assert!(valid(&calls, &call), "{call}");
+    let mut defaults = sentiment("webhooks");
+    defaults["webhook"] = json!({"url": rx.url, "events": null});
+    assert!(valid(&calls, &defaults), "{defaults}");
+    c.call(defaults.clone()).await.expect(200);
+    defaults["webhook"] = Value::Null;
+    assert!(valid(&calls, &defaults), "{defaults}");
+    c.call(defaults).await.expect(200);
     let task = c.call(call.clone()).await.expect(200);
     let task_id = task.data()["id"].as_str().unwrap().to_owned();
     for wrong in [
@@ -537,9 +544,9 @@ async fn webhook_operations_are_documented() {
         c.call(bad).await.expect_error(400, "invalid_field");
     }
 
-    // What the receiver gets: the test event, the task's `running` and
-    // `succeeded` (the endpoint) and its `succeeded` (the call's webhook).
-    let got = rx.wait_for(4).await;
+    // What the receiver gets (the test event, the tasks' events to both
+    // endpoints and to the calls' own webhooks) is what `webhooks` says.
+    let got = rx.wait_for(5).await;
     for message in &got {
         let body = message.json();
         let kind = body["type"].as_str().unwrap();
