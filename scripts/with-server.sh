@@ -24,6 +24,9 @@
 # plays an agent's model: offered tools, it calls one; given a tool's result,
 # it answers with it (crates/taskgate-providers/examples/fake_openai.rs).
 #
+# Webhooks may go to loopback and private addresses
+# (`webhooks.allow_private_networks`), for the tests' own receivers.
+#
 # TASKGATE_BIN and FAKE_OPENAI_BIN name prebuilt binaries; otherwise both are
 # built (debug) first.
 set -euo pipefail
@@ -78,6 +81,11 @@ log_level = "warn"
 
 [plans.tiny]
 per_minute = 5
+
+# The client libraries' live tests receive webhooks on loopback (for local
+# development only: a real server refuses private addresses).
+[webhooks]
+allow_private_networks = true
 
 [providers.fake]
 type = "openai"

@@ -31,6 +31,17 @@ type CallParams struct {
 	// Sandbox controls the simulated outcome of a test-mode call (test keys
 	// only; with a live key the service answers 400).
 	Sandbox *Sandbox
+	// Webhook is this call's own webhook: its task's events are posted to
+	// its URL, signed with WebhookEndpoints.SigningSecret.
+	Webhook *CallWebhook
+}
+
+// CallWebhook is a call's own webhook.
+type CallWebhook struct {
+	URL string `json:"url"`
+	// Events to send (task.* only); empty means task.succeeded, task.failed
+	// and task.cancelled.
+	Events []WebhookEventName `json:"events,omitempty"`
 }
 
 // callBody is the JSON body of POST /call.
@@ -41,6 +52,7 @@ type callBody struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	TimeoutMS int               `json:"timeout_ms,omitempty"`
 	Sandbox   *Sandbox          `json:"sandbox,omitempty"`
+	Webhook   *CallWebhook      `json:"webhook,omitempty"`
 }
 
 // Call creates and executes a task (POST /call) and returns it: finished for
@@ -56,6 +68,7 @@ func (c *Client) Call(ctx context.Context, p CallParams) (*Task, error) {
 		Metadata:  p.Metadata,
 		TimeoutMS: p.TimeoutMS,
 		Sandbox:   p.Sandbox,
+		Webhook:   p.Webhook,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("taskgate: cannot encode the call: %w", err)

@@ -31,6 +31,10 @@ type Client struct {
 	Tasks *TasksService
 	// APIs browses the catalog of APIs.
 	APIs *APIsService
+	// WebhookEndpoints manages webhook endpoints and signing secrets.
+	WebhookEndpoints *WebhookEndpointsService
+	// WebhookDeliveries reads the webhook delivery log and retries deliveries.
+	WebhookDeliveries *WebhookDeliveriesService
 
 	apiKey     string
 	baseURL    string
@@ -109,6 +113,8 @@ func NewClient(apiKey string, opts ...Option) *Client {
 	}
 	c.Tasks = &TasksService{c: c}
 	c.APIs = &APIsService{c: c}
+	c.WebhookEndpoints = &WebhookEndpointsService{c: c}
+	c.WebhookDeliveries = &WebhookDeliveriesService{c: c}
 	return c
 }
 

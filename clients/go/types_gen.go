@@ -468,3 +468,127 @@ type Usage struct {
 	// Units billed: one per call, or one per image.
 	Units int64 `json:"units"`
 }
+
+// WebhookDelivery is one event's delivery to an endpoint or a call's own webhook, with its attempts (Client.WebhookDeliveries). (Schema `WebhookDelivery`.)
+type WebhookDelivery struct {
+	// The `attempts` field.
+	Attempts []WebhookDeliveryAttempt `json:"attempts"`
+	// The `created_at` field.
+	CreatedAt time.Time `json:"created_at"`
+	// The endpoint's id; absent for a call's own webhook.
+	EndpointID *string `json:"endpoint_id,omitempty"`
+	// The `event_type` field.
+	EventType WebhookEventName `json:"event_type"`
+	// The `id` field.
+	ID string `json:"id"`
+	// The `webhook-id` header: the same on every attempt and replay of an event.
+	MessageID string `json:"message_id"`
+	// The `mode` field.
+	Mode string `json:"mode"`
+	// When it is sent next; null when nothing is due.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// The `object` field.
+	Object string `json:"object"`
+	// The `status` field.
+	Status WebhookDeliveryStatus `json:"status"`
+	// null for a `webhook.test` event.
+	TaskID *string `json:"task_id"`
+	// The call's webhook URL; absent for an endpoint's delivery.
+	URL *string `json:"url,omitempty"`
+}
+
+// WebhookDeliveryAttempt is one attempt at a webhook delivery. (Schema `WebhookDeliveryAttempt`.)
+type WebhookDeliveryAttempt struct {
+	// The `at` field.
+	At time.Time `json:"at"`
+	// The `duration_ms` field.
+	DurationMS int64 `json:"duration_ms"`
+	// Why the attempt failed; null when it succeeded.
+	Error *string `json:"error"`
+	// The receiver's answer; null when none came (time-out, connection error).
+	HTTPStatus *int `json:"http_status"`
+	// The start of the receiver's answer (at most 1 KiB).
+	ResponseExcerpt *string `json:"response_excerpt"`
+}
+
+// WebhookDeliveryList is one page of the webhook delivery log (GET /webhook_deliveries), newest first. (Schema `WebhookDeliveryList`.)
+type WebhookDeliveryList struct {
+	// The `has_more` field.
+	HasMore bool `json:"has_more"`
+	// Newest first.
+	Items []WebhookDelivery `json:"items"`
+	// Pass as `cursor` for the next page: the last item's id.
+	NextCursor *string `json:"next_cursor"`
+	// The `object` field.
+	Object string `json:"object"`
+}
+
+// WebhookDeliveryStatus is the status of a webhook delivery.
+type WebhookDeliveryStatus string
+
+// The values of WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
+	WebhookDeliveryStatusSucceeded WebhookDeliveryStatus = "succeeded"
+	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusExhausted WebhookDeliveryStatus = "exhausted"
+)
+
+// WebhookDisabledReason is why a webhook endpoint is disabled.
+type WebhookDisabledReason string
+
+// The values of WebhookDisabledReason.
+const (
+	WebhookDisabledReasonOwner   WebhookDisabledReason = "owner"
+	WebhookDisabledReasonGone    WebhookDisabledReason = "gone"
+	WebhookDisabledReasonFailing WebhookDisabledReason = "failing"
+)
+
+// WebhookEndpoint is where the key's account and mode gets its tasks' events (Client.WebhookEndpoints); Secret is set only when it is created. (Schema `WebhookEndpoint`.)
+type WebhookEndpoint struct {
+	// The `created_at` field.
+	CreatedAt time.Time `json:"created_at"`
+	// The `description` field.
+	Description *string `json:"description"`
+	// The `disabled_reason` field.
+	DisabledReason *WebhookDisabledReason `json:"disabled_reason"`
+	// The `enabled` field.
+	Enabled bool `json:"enabled"`
+	// The `events` field.
+	Events []WebhookEventName `json:"events"`
+	// The `id` field.
+	ID string `json:"id"`
+	// `live` or `test`: the mode of the key that made it.
+	Mode string `json:"mode"`
+	// The `object` field.
+	Object string `json:"object"`
+	// `whsec_…`: only in the answer of POST /webhook_endpoints (later:
+	// GET /webhook_endpoints/{id}/secret).
+	Secret *string `json:"secret,omitempty"`
+	// The `url` field.
+	URL string `json:"url"`
+}
+
+// WebhookEndpointList is one page of webhook endpoints (GET /webhook_endpoints), oldest first. (Schema `WebhookEndpointList`.)
+type WebhookEndpointList struct {
+	// The `has_more` field.
+	HasMore bool `json:"has_more"`
+	// Oldest first.
+	Items []WebhookEndpoint `json:"items"`
+	// Pass as `cursor` for the next page: the last item's id.
+	NextCursor *string `json:"next_cursor"`
+	// The `object` field.
+	Object string `json:"object"`
+}
+
+// WebhookEventName is an event a webhook endpoint can subscribe to.
+type WebhookEventName string
+
+// The values of WebhookEventName.
+const (
+	WebhookEventNameTaskRunning   WebhookEventName = "task.running"
+	WebhookEventNameTaskSucceeded WebhookEventName = "task.succeeded"
+	WebhookEventNameTaskFailed    WebhookEventName = "task.failed"
+	WebhookEventNameTaskCancelled WebhookEventName = "task.cancelled"
+	WebhookEventNameWebhookTest   WebhookEventName = "webhook.test"
+)

@@ -4,7 +4,8 @@ import { Transport, type FetchLike, type RateLimitInfo, type RequestOptions } fr
 import { TaskgateError } from "./errors.js";
 import { Apis } from "./resources/apis.js";
 import { Tasks } from "./resources/tasks.js";
-import type { ApiInput, Metadata, Sandbox, Task } from "./types.js";
+import { WebhookDeliveries, WebhookEndpoints } from "./resources/webhooks.js";
+import type { ApiInput, CallWebhook, Metadata, Sandbox, Task } from "./types.js";
 import { VERSION } from "./version.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080/api/v1";
@@ -46,6 +47,8 @@ export interface CallParams<A extends string = string> {
   idempotencyKey?: string | undefined;
   /** Test keys only: simulate a slow, failing or hanging task, e.g. `{ delay_ms: 5000 }`. */
   sandbox?: Sandbox | undefined;
+  /** This call's own webhook, e.g. `{ url: "https://example.com/hook", events: ["task.succeeded"] }`. */
+  webhook?: CallWebhook | null | undefined;
 }
 
 function env(name: string): string | undefined {
@@ -62,6 +65,10 @@ export class Taskgate {
   readonly tasks: Tasks;
   /** The catalog: get, list, listPage. */
   readonly apis: Apis;
+  /** Webhook endpoints: create, list, get, update, delete, secret, rotateSecret, test; the calls' signing secret. */
+  readonly webhookEndpoints: WebhookEndpoints;
+  /** The webhook delivery log: list, listPage, get, retry. */
+  readonly webhookDeliveries: WebhookDeliveries;
   readonly #t: Transport;
 
   constructor(options: ClientOptions = {}) {
@@ -95,6 +102,8 @@ export class Taskgate {
     });
     this.tasks = new Tasks(this.#t);
     this.apis = new Apis(this.#t);
+    this.webhookEndpoints = new WebhookEndpoints(this.#t);
+    this.webhookDeliveries = new WebhookDeliveries(this.#t);
   }
 
   /** The API key in use. */
@@ -143,6 +152,7 @@ export class Taskgate {
     if (params.metadata !== undefined) body["metadata"] = params.metadata;
     if (params.timeoutMs !== undefined) body["timeout_ms"] = params.timeoutMs;
     if (params.sandbox !== undefined) body["sandbox"] = params.sandbox;
+    if (params.webhook !== undefined) body["webhook"] = params.webhook;
     const maxRetries = options?.maxRetries ?? this.#t.maxRetries;
     // The same key on every attempt: the server answers a repeat with the original
     // answer instead of executing it twice (Stripe's libraries do the same).

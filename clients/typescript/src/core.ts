@@ -42,7 +42,7 @@ export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
 /** What a resource asks of the client. */
 export interface RequestSpec {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PATCH" | "DELETE";
   /** Below the base URL, starting with "/". */
   path: string;
   query?: Record<string, string | number | undefined | null> | undefined;

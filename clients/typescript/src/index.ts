@@ -30,6 +30,14 @@ export { Apis } from "./resources/apis.js";
 export type { ApiListParams } from "./resources/apis.js";
 export { Tasks, TaskStream } from "./resources/tasks.js";
 export type { TaskListParams, WaitOptions } from "./resources/tasks.js";
+export { WebhookDeliveries, WebhookEndpoints } from "./resources/webhooks.js";
+export type {
+  DeletedWebhookEndpoint,
+  WebhookDeliveryListParams,
+  WebhookEndpointCreateParams,
+  WebhookEndpointListParams,
+  WebhookEndpointUpdateParams,
+} from "./resources/webhooks.js";
 export { TERMINAL_STATUSES } from "./types.js";
 export type {
   Api,
@@ -64,6 +72,12 @@ export type {
   TaskList,
   TaskStatus,
   Usage,
+  CallWebhook,
+  WebhookDelivery,
+  WebhookDeliveryAttempt,
+  WebhookDeliveryStatus,
+  WebhookEndpoint,
+  WebhookEventName,
 } from "./types.js";
 export type { components, operations, paths } from "./generated/schema.js";
 export { VERSION } from "./version.js";

@@ -52,6 +52,26 @@ export interface Sandbox {
     | "internal_error"
     | "rate_limited_upstream";
 }
+/** A webhook endpoint (`secret` only in the answer of `webhookEndpoints.create`). */
+export type WebhookEndpoint = Schemas["WebhookEndpoint"];
+/** One event's delivery, with its attempts. */
+export type WebhookDelivery = Schemas["WebhookDelivery"];
+/** One attempt at a delivery. */
+export type WebhookDeliveryAttempt = Schemas["WebhookDeliveryAttempt"];
+/** `pending`, `succeeded`, `failed` or `exhausted`. */
+export type WebhookDeliveryStatus = Schemas["WebhookDeliveryStatus"];
+/** An event an endpoint can subscribe to: `task.running`, `task.succeeded`, … `webhook.test`. */
+export type WebhookEventName = Schemas["WebhookEventType"];
+/** A page of `GET /webhook_endpoints` as the wire has it. */
+export type WebhookEndpointList = Schemas["WebhookEndpointList"];
+/** A page of `GET /webhook_deliveries` as the wire has it. */
+export type WebhookDeliveryList = Schemas["WebhookDeliveryList"];
+/** A call's own webhook: its task's events go to `url`, signed with the account's signing secret. */
+export interface CallWebhook {
+  url: string;
+  /** Default: `task.succeeded`, `task.failed`, `task.cancelled`. */
+  events?: Array<"task.running" | "task.succeeded" | "task.failed" | "task.cancelled"> | null;
+}
 /** A call's `metadata`: string keys and values, or `null` for none. */
 export type Metadata = Schemas["Metadata"];
 /** The error envelope of every failed request. */

@@ -14,6 +14,7 @@ mod call;
 mod chat;
 mod exact;
 mod paths;
+mod webhooks;
 mod wire;
 
 use bytes::Bytes;
@@ -87,6 +88,7 @@ pub fn document(catalog: &Catalog, audience: Audience<'_>) -> Vec<u8> {
             .filter_map(|e| serde_json::to_value(ApiView::new(e)).ok())
             .collect(),
     );
+    webhooks::add(&mut doc);
     exact(&mut doc);
     serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec())
 }

@@ -66,6 +66,11 @@ var structs = []structSpec{
 	{"ChatOutput", "ChatOutput", "is the output of a task of an API of kind chat: read it with Task.DecodeOutput."},
 	{"ChatReasoningDetail", "ChatReasoningDetail", "is the provider's own record of a piece of a chat model's reasoning: send it back unchanged in the assistant message that repeats the reply."},
 	{"StreamToolCall", "StreamToolCall", "is the data of a tool_call stream event: a fragment of a tool call of a chat task."},
+	{"WebhookEndpoint", "WebhookEndpoint", "is where the key's account and mode gets its tasks' events (Client.WebhookEndpoints); Secret is set only when it is created."},
+	{"WebhookEndpointList", "WebhookEndpointList", "is one page of webhook endpoints (GET /webhook_endpoints), oldest first."},
+	{"WebhookDelivery", "WebhookDelivery", "is one event's delivery to an endpoint or a call's own webhook, with its attempts (Client.WebhookDeliveries)."},
+	{"WebhookDeliveryAttempt", "WebhookDeliveryAttempt", "is one attempt at a webhook delivery."},
+	{"WebhookDeliveryList", "WebhookDeliveryList", "is one page of the webhook delivery log (GET /webhook_deliveries), newest first."},
 	{"StreamReasoning", "StreamReasoning", "is the data of a reasoning stream event: a piece of a chat task's reasoning, or (Text empty) the provider's Signature over it or a Redacted block."},
 }
 
@@ -75,6 +80,9 @@ var enums = []enumSpec{
 	{"/components/schemas/Sandbox/properties/outcome", "SandboxOutcome", "is the simulated outcome of a test-mode call."},
 	{"/components/schemas/Sandbox/properties/error_code", "SandboxErrorCode", "is the error code of a test-mode call simulated to fail."},
 	{"/paths/~1api~1v1~1tasks/get/parameters/name=page/schema/properties/order", "Order", "is the order of a task listing, by creation time."},
+	{"/components/schemas/WebhookEventType", "WebhookEventName", "is an event a webhook endpoint can subscribe to."},
+	{"/components/schemas/WebhookDeliveryStatus", "WebhookDeliveryStatus", "is the status of a webhook delivery."},
+	{"/components/schemas/WebhookDisabledReason", "WebhookDisabledReason", "is why a webhook endpoint is disabled."},
 	{"/components/schemas/ChatOutput/properties/finish_reason", "ChatFinishReason", "is why a chat model stopped."},
 	{"/components/schemas/ChatReasoning/oneOf/0/properties/effort", "ChatEffort", "is how much a chat model reasons."},
 }
@@ -83,12 +91,16 @@ var enums = []enumSpec{
 // the document types as plain strings, and metadata, whose values are
 // always strings.
 var fieldTypes = map[string]string{
-	"Task.created_at":    "time.Time",
-	"Task.started_at":    "time.Time",
-	"Task.completed_at":  "time.Time",
-	"Task.metadata":      "map[string]string",
-	"Event.at":           "time.Time",
-	"Attempt.started_at": "time.Time",
+	"Task.created_at":                 "time.Time",
+	"Task.started_at":                 "time.Time",
+	"Task.completed_at":               "time.Time",
+	"Task.metadata":                   "map[string]string",
+	"Event.at":                        "time.Time",
+	"Attempt.started_at":              "time.Time",
+	"WebhookEndpoint.created_at":      "time.Time",
+	"WebhookDelivery.created_at":      "time.Time",
+	"WebhookDelivery.next_attempt_at": "time.Time",
+	"WebhookDeliveryAttempt.at":       "time.Time",
 }
 
 // fieldDocs documents the fields that the document leaves without a

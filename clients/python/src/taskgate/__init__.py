@@ -12,6 +12,14 @@
 from ._async_client import AsyncApis, AsyncTaskgate, AsyncTasks, AsyncTaskStream
 from ._base import DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, RateLimit
 from ._client import Apis, Taskgate, Tasks, TaskStream
+from ._webhook_resources import (
+    AsyncWebhookDeliveries,
+    AsyncWebhookEndpoints,
+    AsyncWebhooks,
+    WebhookDeliveries,
+    WebhookEndpoints,
+    Webhooks,
+)
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -54,6 +62,14 @@ from ._models import (
     Meta,
     Pricing,
     Sandbox,
+    WebhookDelivery,
+    WebhookDeliveryAttempt,
+    WebhookDeliveryList,
+    WebhookDeliveryStatus,
+    WebhookDisabledReason,
+    WebhookEndpoint,
+    WebhookEndpointList,
+    WebhookEventType,
     SandboxErrorCode,
     SandboxOutcome,
     StreamDelta,
@@ -88,6 +104,12 @@ __all__ = [
     "AsyncApis",
     "TaskStream",
     "AsyncTaskStream",
+    "WebhookEndpoints",
+    "AsyncWebhookEndpoints",
+    "WebhookDeliveries",
+    "AsyncWebhookDeliveries",
+    "Webhooks",
+    "AsyncWebhooks",
     "StreamEvent",
     "RateLimit",
     # errors
@@ -135,6 +157,14 @@ __all__ = [
     "Meta",
     "Pricing",
     "Sandbox",
+    "WebhookDelivery",
+    "WebhookDeliveryAttempt",
+    "WebhookDeliveryList",
+    "WebhookDeliveryStatus",
+    "WebhookDisabledReason",
+    "WebhookEndpoint",
+    "WebhookEndpointList",
+    "WebhookEventType",
     "SandboxErrorCode",
     "SandboxOutcome",
     "StreamDelta",

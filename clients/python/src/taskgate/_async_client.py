@@ -15,6 +15,7 @@ from ._errors import APIConnectionError, WaitTimeoutError
 from ._models import ApiDetails, ApiList, ApiSummary, Sandbox, Task, TaskDetails, TaskList
 from ._sse import SSEDecoder
 from ._streaming import StreamEvent, to_stream_event
+from ._webhook_resources import AsyncWebhookDeliveries, AsyncWebhookEndpoints, AsyncWebhooks
 
 __all__ = ["AsyncTaskgate", "AsyncTasks", "AsyncApis", "AsyncTaskStream"]
 
@@ -31,6 +32,9 @@ class AsyncTaskgate:
     last_request_id: Optional[str]
     tasks: "AsyncTasks"
     apis: "AsyncApis"
+    webhook_endpoints: AsyncWebhookEndpoints
+    webhook_deliveries: AsyncWebhookDeliveries
+    webhooks: AsyncWebhooks
 
     def __init__(
         self,
@@ -52,6 +56,9 @@ class AsyncTaskgate:
         self.last_request_id = None
         self.tasks = AsyncTasks(self)
         self.apis = AsyncApis(self)
+        self.webhook_endpoints = AsyncWebhookEndpoints(self)
+        self.webhook_deliveries = AsyncWebhookDeliveries(self)
+        self.webhooks = AsyncWebhooks(self)
 
     async def call(
         self,
@@ -63,10 +70,11 @@ class AsyncTaskgate:
         timeout_ms: Optional[int] = None,
         idempotency_key: Optional[str] = None,
         sandbox: Union[Sandbox, Mapping[str, Any], None] = None,
+        webhook: Optional[Mapping[str, Any]] = None,
     ) -> Task:
         """Creates and executes a task (POST /call); see `Taskgate.call`."""
         body = _base.call_body(
-            api, input, mode=mode, metadata=metadata, timeout_ms=timeout_ms, sandbox=sandbox
+            api, input, mode=mode, metadata=metadata, timeout_ms=timeout_ms, sandbox=sandbox, webhook=webhook
         )
         key = idempotency_key
         if key is None and self.max_retries > 0:

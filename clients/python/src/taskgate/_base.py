@@ -179,6 +179,7 @@ def call_body(
     metadata: Optional[Mapping[str, str]],
     timeout_ms: Optional[int],
     sandbox: Optional[Any],
+    webhook: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"api": api, "input": _plain(input)}
     if mode is not None:
@@ -189,6 +190,8 @@ def call_body(
         body["timeout_ms"] = timeout_ms
     if sandbox is not None:
         body["sandbox"] = _plain(sandbox)
+    if webhook is not None:
+        body["webhook"] = dict(webhook)
     return body
 
 

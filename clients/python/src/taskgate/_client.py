@@ -14,6 +14,7 @@ from ._errors import APIConnectionError, WaitTimeoutError
 from ._models import ApiDetails, ApiList, ApiSummary, Sandbox, Task, TaskDetails, TaskList
 from ._sse import SSEDecoder
 from ._streaming import StreamEvent, to_stream_event
+from ._webhook_resources import WebhookDeliveries, WebhookEndpoints, Webhooks
 
 __all__ = ["Taskgate", "Tasks", "Apis", "TaskStream"]
 
@@ -37,6 +38,9 @@ class Taskgate:
     last_request_id: Optional[str]
     tasks: "Tasks"
     apis: "Apis"
+    webhook_endpoints: WebhookEndpoints
+    webhook_deliveries: WebhookDeliveries
+    webhooks: Webhooks
 
     def __init__(
         self,
@@ -58,6 +62,9 @@ class Taskgate:
         self.last_request_id = None
         self.tasks = Tasks(self)
         self.apis = Apis(self)
+        self.webhook_endpoints = WebhookEndpoints(self)
+        self.webhook_deliveries = WebhookDeliveries(self)
+        self.webhooks = Webhooks(self)
 
     # -- the API -----------------------------------------------------------------
 
@@ -71,13 +78,14 @@ class Taskgate:
         timeout_ms: Optional[int] = None,
         idempotency_key: Optional[str] = None,
         sandbox: Union[Sandbox, Mapping[str, Any], None] = None,
+        webhook: Optional[Mapping[str, Any]] = None,
     ) -> Task:
         """Creates and executes a task (POST /call) and returns it: finished (`mode`
         "sync", the default, unless the service's sync wait ran out) or as it stands
         ("async"). Retried only under an Idempotency-Key: `idempotency_key`, or one
         made for this call when retries are on."""
         body = _base.call_body(
-            api, input, mode=mode, metadata=metadata, timeout_ms=timeout_ms, sandbox=sandbox
+            api, input, mode=mode, metadata=metadata, timeout_ms=timeout_ms, sandbox=sandbox, webhook=webhook
         )
         key = idempotency_key
         if key is None and self.max_retries > 0:

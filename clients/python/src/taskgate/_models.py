@@ -479,6 +479,178 @@ class Sandbox(_Model):
         )
 
 
+WebhookEventType = Literal[
+    "task.running",
+    "task.succeeded",
+    "task.failed",
+    "task.cancelled",
+    "webhook.test",
+]
+
+
+WebhookDisabledReason = Literal["owner", "gone", "failing"]
+
+
+WebhookDeliveryStatus = Literal["pending", "succeeded", "failed", "exhausted"]
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookEndpoint(_Model):
+    """A webhook endpoint: where a key's account and mode gets its events."""
+
+    id: str
+    object: str
+    url: str
+    events: List[WebhookEventType]
+    description: Optional[str]
+    enabled: bool
+    disabled_reason: Optional[WebhookDisabledReason]
+    # `live` or `test`: the mode of the key that made it.
+    mode: str
+    created_at: str
+    # `whsec_…`: only in the answer of POST /webhook_endpoints (later:
+    # GET /webhook_endpoints/{id}/secret).
+    secret: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WebhookEndpoint":
+        return cls._read(
+            data,
+            {
+                "id": data.get("id"),
+                "object": data.get("object"),
+                "url": data.get("url"),
+                "events": data.get("events"),
+                "description": data.get("description"),
+                "enabled": data.get("enabled"),
+                "disabled_reason": data.get("disabled_reason"),
+                "mode": data.get("mode"),
+                "created_at": data.get("created_at"),
+                "secret": data.get("secret"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookEndpointList(_Model):
+    """The `WebhookEndpointList` object."""
+
+    object: str
+    # Oldest first.
+    items: List[WebhookEndpoint]
+    has_more: bool
+    # Pass as `cursor` for the next page: the last item's id.
+    next_cursor: Optional[str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WebhookEndpointList":
+        return cls._read(
+            data,
+            {
+                "object": data.get("object"),
+                "items": _many(WebhookEndpoint, data.get("items")),
+                "has_more": data.get("has_more"),
+                "next_cursor": data.get("next_cursor"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookDeliveryAttempt(_Model):
+    """One attempt at a delivery."""
+
+    at: str
+    # The receiver's answer; null when none came (time-out, connection error).
+    http_status: Optional[int]
+    duration_ms: int
+    # Why the attempt failed; null when it succeeded.
+    error: Optional[str]
+    # The start of the receiver's answer (at most 1 KiB).
+    response_excerpt: Optional[str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WebhookDeliveryAttempt":
+        return cls._read(
+            data,
+            {
+                "at": data.get("at"),
+                "http_status": data.get("http_status"),
+                "duration_ms": data.get("duration_ms"),
+                "error": data.get("error"),
+                "response_excerpt": data.get("response_excerpt"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookDelivery(_Model):
+    """One event's delivery to one endpoint (`endpoint_id`) or to a call's own
+    webhook (`url`), with its attempts, newest last.
+    """
+
+    id: str
+    object: str
+    # The `webhook-id` header: the same on every attempt and replay of an event.
+    message_id: str
+    event_type: WebhookEventType
+    # null for a `webhook.test` event.
+    task_id: Optional[str]
+    mode: str
+    status: WebhookDeliveryStatus
+    attempts: List[WebhookDeliveryAttempt]
+    # When it is sent next; null when nothing is due.
+    next_attempt_at: Optional[str]
+    created_at: str
+    # The endpoint's id; absent for a call's own webhook.
+    endpoint_id: Optional[str] = None
+    # The call's webhook URL; absent for an endpoint's delivery.
+    url: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WebhookDelivery":
+        return cls._read(
+            data,
+            {
+                "id": data.get("id"),
+                "object": data.get("object"),
+                "message_id": data.get("message_id"),
+                "event_type": data.get("event_type"),
+                "task_id": data.get("task_id"),
+                "mode": data.get("mode"),
+                "status": data.get("status"),
+                "attempts": _many(WebhookDeliveryAttempt, data.get("attempts")),
+                "next_attempt_at": data.get("next_attempt_at"),
+                "created_at": data.get("created_at"),
+                "endpoint_id": data.get("endpoint_id"),
+                "url": data.get("url"),
+            },
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookDeliveryList(_Model):
+    """The `WebhookDeliveryList` object."""
+
+    object: str
+    # Newest first.
+    items: List[WebhookDelivery]
+    has_more: bool
+    # Pass as `cursor` for the next page: the last item's id.
+    next_cursor: Optional[str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WebhookDeliveryList":
+        return cls._read(
+            data,
+            {
+                "object": data.get("object"),
+                "items": _many(WebhookDelivery, data.get("items")),
+                "has_more": data.get("has_more"),
+                "next_cursor": data.get("next_cursor"),
+            },
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class ChatInput(_Model):
     """The input of every API of kind `chat`: a chat API's POST /call `input` is a ChatInput
@@ -968,4 +1140,12 @@ __all__ = [
     "TaskList",
     "TaskStatus",
     "Usage",
+    "WebhookDelivery",
+    "WebhookDeliveryAttempt",
+    "WebhookDeliveryList",
+    "WebhookDeliveryStatus",
+    "WebhookDisabledReason",
+    "WebhookEndpoint",
+    "WebhookEndpointList",
+    "WebhookEventType",
 ]

@@ -166,8 +166,318 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhook_deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook deliveries (the delivery log)
+         * @description Newest first; kept `webhooks.retention_days` (30 by default).
+         */
+        get: operations["webhook_deliveries_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook_deliveries/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook delivery with its attempts */
+        get: operations["webhook_delivery_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook_deliveries/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook delivery again now
+         * @description A new attempt with the same `webhook-id`, whatever the delivery's status.
+         */
+        post: operations["webhook_delivery_retry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook_endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints
+         * @description The key's account's endpoints of its mode, oldest first (by id).
+         */
+        get: operations["webhook_endpoints_list"];
+        put?: never;
+        /**
+         * Create a webhook endpoint
+         * @description Its `secret` is in this answer (and later from GET …/secret only). `events` defaults to
+         *     `task.succeeded`, `task.failed` and `task.cancelled`. A URL whose host is or resolves to
+         *     a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400
+         *     `invalid_field`, `param: "url"`) unless the server sets `webhooks.allow_private_networks`.
+         */
+        post: operations["webhook_endpoint_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook_endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook endpoint */
+        get: operations["webhook_endpoint_get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Its pending deliveries are not sent.
+         */
+        delete: operations["webhook_endpoint_delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint
+         * @description Any of `url`, `events`, `description` (null removes it) and `enabled`; `enabled: true`
+         *     re-enables an endpoint disabled for any reason.
+         */
+        patch: operations["webhook_endpoint_update"];
+        trace?: never;
+    };
+    "/api/v1/webhook_endpoints/{id}/rotate_secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's signing secret
+         * @description The old secret keeps signing beside the new one (two signatures in `webhook-signature`)
+         *     for `webhooks.rotation_overlap` (24 h by default).
+         */
+        post: operations["webhook_endpoint_rotate_secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook_endpoints/{id}/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook endpoint's signing secret */
+        get: operations["webhook_endpoint_secret"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook_endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event to a webhook endpoint
+         * @description A `webhook.test` event, sent now, enabled or not; follow it in the delivery log.
+         */
+        post: operations["webhook_endpoint_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The secret that signs calls' own webhooks
+         * @description POST /call's `webhook` deliveries of the key's account and mode are signed with it;
+         *     made at the first ask.
+         */
+        get: operations["webhooks_secret"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the secret that signs calls' own webhooks
+         * @description The old secret keeps signing beside the new one for `webhooks.rotation_overlap`.
+         */
+        post: operations["webhooks_secret_rotate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "task.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A task was cancelled
+         * @description POST with `content-type: application/json` and `user-agent: Taskgate-Webhooks/<version>`. Redirects are not followed. Failed attempts are retried on `webhooks.retry_schedule`; the same `webhook-id` on every attempt and replay, so deduplicate on it.
+         */
+        post: operations["webhook_task_cancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "task.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A task failed
+         * @description POST with `content-type: application/json` and `user-agent: Taskgate-Webhooks/<version>`. Redirects are not followed. Failed attempts are retried on `webhooks.retry_schedule`; the same `webhook-id` on every attempt and replay, so deduplicate on it.
+         */
+        post: operations["webhook_task_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "task.running": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A task started running
+         * @description POST with `content-type: application/json` and `user-agent: Taskgate-Webhooks/<version>`. Redirects are not followed. Failed attempts are retried on `webhooks.retry_schedule`; the same `webhook-id` on every attempt and replay, so deduplicate on it.
+         */
+        post: operations["webhook_task_running"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "task.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A task succeeded
+         * @description POST with `content-type: application/json` and `user-agent: Taskgate-Webhooks/<version>`. Redirects are not followed. Failed attempts are retried on `webhooks.retry_schedule`; the same `webhook-id` on every attempt and replay, so deduplicate on it.
+         */
+        post: operations["webhook_task_succeeded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test event (POST /webhook_endpoints/{id}/test)
+         * @description POST with `content-type: application/json` and `user-agent: Taskgate-Webhooks/<version>`. Redirects are not followed. Failed attempts are retried on `webhooks.retry_schedule`; the same `webhook-id` on every attempt and replay, so deduplicate on it.
+         */
+        post: operations["webhook_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         ApiDetails: components["schemas"]["ApiSummary"] & {
@@ -391,6 +701,18 @@ export interface components {
             /** @constant */
             role: "user";
         };
+        /** @description What DELETE answers. */
+        DeletedWebhookEndpoint: {
+            deleted: boolean;
+            id: string;
+            /** @example webhook_endpoint */
+            object: string;
+        };
+        DeletedWebhookEndpointEnvelope: {
+            data: components["schemas"]["DeletedWebhookEndpoint"];
+            meta: components["schemas"]["Meta"];
+            success: boolean;
+        };
         Error: {
             code: string;
             details?: Record<string, unknown>[] | null;
@@ -579,6 +901,181 @@ export interface components {
             /** Format: int64 */
             units: number;
         };
+        /**
+         * @description One event's delivery to one endpoint (`endpoint_id`) or to a call's own
+         *     webhook (`url`), with its attempts, newest last.
+         */
+        WebhookDelivery: {
+            attempts: components["schemas"]["WebhookDeliveryAttempt"][];
+            created_at: string;
+            /** @description The endpoint's id; absent for a call's own webhook. */
+            endpoint_id?: string | null;
+            event_type: components["schemas"]["WebhookEventType"];
+            /** @example whd_01JD2W3KX7… */
+            id: string;
+            /**
+             * @description The `webhook-id` header: the same on every attempt and replay of an event.
+             * @example msg_01JD2W3KX7…_succeeded
+             */
+            message_id: string;
+            mode: string;
+            /** @description When it is sent next; null when nothing is due. */
+            next_attempt_at: string | null;
+            /** @example webhook_delivery */
+            object: string;
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            /** @description null for a `webhook.test` event. */
+            task_id: string | null;
+            /** @description The call's webhook URL; absent for an endpoint's delivery. */
+            url?: string | null;
+        };
+        /** @description One attempt at a delivery. */
+        WebhookDeliveryAttempt: {
+            at: string;
+            /** Format: int64 */
+            duration_ms: number;
+            /** @description Why the attempt failed; null when it succeeded. */
+            error: string | null;
+            /**
+             * Format: int32
+             * @description The receiver's answer; null when none came (time-out, connection error).
+             */
+            http_status: number | null;
+            /** @description The start of the receiver's answer (at most 1 KiB). */
+            response_excerpt: string | null;
+        };
+        WebhookDeliveryEnvelope: {
+            data: components["schemas"]["WebhookDelivery"];
+            meta: components["schemas"]["Meta"];
+            success: boolean;
+        };
+        WebhookDeliveryList: {
+            has_more: boolean;
+            /** @description Newest first. */
+            items: components["schemas"]["WebhookDelivery"][];
+            /** @description Pass as `cursor` for the next page: the last item's id. */
+            next_cursor: string | null;
+            object: string;
+        };
+        WebhookDeliveryListEnvelope: {
+            data: components["schemas"]["WebhookDeliveryList"];
+            meta: components["schemas"]["Meta"];
+            success: boolean;
+        };
+        /** @enum {string} */
+        WebhookDeliveryStatus: "pending" | "succeeded" | "failed" | "exhausted";
+        /** @enum {string} */
+        WebhookDisabledReason: "owner" | "gone" | "failing";
+        /** @description A webhook endpoint: where a key's account and mode gets its events. */
+        WebhookEndpoint: {
+            created_at: string;
+            description: string | null;
+            disabled_reason: components["schemas"]["WebhookDisabledReason"] | null;
+            enabled: boolean;
+            events: components["schemas"]["WebhookEventType"][];
+            /** @example whe_01JD2W3KX7… */
+            id: string;
+            /** @description `live` or `test`: the mode of the key that made it. */
+            mode: string;
+            /** @example webhook_endpoint */
+            object: string;
+            /**
+             * @description `whsec_…`: only in the answer of POST /webhook_endpoints (later:
+             *     GET /webhook_endpoints/{id}/secret).
+             */
+            secret?: string | null;
+            url: string;
+        };
+        WebhookEndpointCreate: {
+            description?: string | null;
+            /**
+             * @default [
+             *       "task.succeeded",
+             *       "task.failed",
+             *       "task.cancelled"
+             *     ]
+             */
+            events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled" | "webhook.test")[];
+            /**
+             * Format: uri
+             * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
+             */
+            url: string;
+        };
+        WebhookEndpointEnvelope: {
+            data: components["schemas"]["WebhookEndpoint"];
+            meta: components["schemas"]["Meta"];
+            success: boolean;
+        };
+        WebhookEndpointList: {
+            has_more: boolean;
+            /** @description Oldest first. */
+            items: components["schemas"]["WebhookEndpoint"][];
+            /** @description Pass as `cursor` for the next page: the last item's id. */
+            next_cursor: string | null;
+            object: string;
+        };
+        WebhookEndpointListEnvelope: {
+            data: components["schemas"]["WebhookEndpointList"];
+            meta: components["schemas"]["Meta"];
+            success: boolean;
+        };
+        WebhookEndpointUpdate: {
+            description?: string | null;
+            enabled?: boolean;
+            events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled" | "webhook.test")[];
+            /**
+             * Format: uri
+             * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
+             */
+            url?: string;
+        };
+        /** @enum {string} */
+        WebhookEventType: "task.running" | "task.succeeded" | "task.failed" | "task.cancelled" | "webhook.test";
+        /** @description A signing secret. */
+        WebhookSecret: {
+            /** @description `whsec_…` (Standard Webhooks): base64 of the HMAC-SHA256 key after the prefix. */
+            secret: string;
+        };
+        WebhookSecretEnvelope: {
+            data: components["schemas"]["WebhookSecret"];
+            meta: components["schemas"]["Meta"];
+            success: boolean;
+        };
+        /** @description The task as GET /api/v1/tasks/{id} shows it, without `input`; its `output` is left out past `webhooks.max_output_bytes` (`output_omitted: true`: fetch it), and from `task.running`. A task deleted before its event was sent is `{id, mode, deleted: true}`. */
+        WebhookTaskData: ({
+            /** @constant */
+            output_omitted?: true;
+        } & components["schemas"]["Task"]) | {
+            /** @constant */
+            deleted: true;
+            id: string;
+            /** @enum {string} */
+            mode: "live" | "test";
+        };
+        /** @description The message of a task's event. Sent as Standard Webhooks 1.0: verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret (or, for a call's own webhook, the account's signing secret) before trusting it. */
+        WebhookTaskEvent: {
+            data: components["schemas"]["WebhookTaskData"];
+            /**
+             * Format: date-time
+             * @description When the event happened (RFC 3339).
+             */
+            timestamp: string;
+            /** @enum {string} */
+            type: "task.running" | "task.succeeded" | "task.failed" | "task.cancelled";
+        };
+        /** @description The message of POST /webhook_endpoints/{id}/test. Sent as Standard Webhooks 1.0: verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret (or, for a call's own webhook, the account's signing secret) before trusting it. */
+        WebhookTestEvent: {
+            data: {
+                endpoint_id: string;
+                /** @enum {string} */
+                mode: "live" | "test";
+            };
+            /** Format: date-time */
+            timestamp: string;
+            /** @constant */
+            type: "webhook.test";
+        };
         /** Call language-detect */
         "language-detect.call": {
             /**
@@ -601,6 +1098,22 @@ export interface components {
              * @default 30000
              */
             timeout_ms?: number;
+            /** @description This call's own webhook: its task's events are sent to `url`, signed with the secret of GET /api/v1/webhooks/secret. `null` is none. */
+            webhook?: {
+                /**
+                 * @default [
+                 *       "task.succeeded",
+                 *       "task.failed",
+                 *       "task.cancelled"
+                 *     ]
+                 */
+                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[] | null;
+                /**
+                 * Format: uri
+                 * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
+                 */
+                url: string;
+            } | null;
         };
         "language-detect.input": {
             /** @description The text whose language to detect. */
@@ -645,6 +1158,22 @@ export interface components {
              * @default 30000
              */
             timeout_ms?: number;
+            /** @description This call's own webhook: its task's events are sent to `url`, signed with the secret of GET /api/v1/webhooks/secret. `null` is none. */
+            webhook?: {
+                /**
+                 * @default [
+                 *       "task.succeeded",
+                 *       "task.failed",
+                 *       "task.cancelled"
+                 *     ]
+                 */
+                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[] | null;
+                /**
+                 * Format: uri
+                 * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
+                 */
+                url: string;
+            } | null;
         };
         "sentiment.input": {
             /** @description The English text to score. */
@@ -685,6 +1214,22 @@ export interface components {
              * @default 30000
              */
             timeout_ms?: number;
+            /** @description This call's own webhook: its task's events are sent to `url`, signed with the secret of GET /api/v1/webhooks/secret. `null` is none. */
+            webhook?: {
+                /**
+                 * @default [
+                 *       "task.succeeded",
+                 *       "task.failed",
+                 *       "task.cancelled"
+                 *     ]
+                 */
+                events?: ("task.running" | "task.succeeded" | "task.failed" | "task.cancelled")[] | null;
+                /**
+                 * Format: uri
+                 * @description `http` or `https`. A host that is or resolves to a loopback, private, link-local, multicast, CGNAT or metadata address is refused (400 `invalid_field`) unless the server sets `webhooks.allow_private_networks` (local development).
+                 */
+                url: string;
+            } | null;
         };
         "token-count.input": {
             /**
@@ -1697,6 +2242,1531 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
+            };
+        };
+    };
+    webhook_deliveries_list: {
+        parameters: {
+            query?: {
+                /** @description An endpoint's deliveries */
+                endpoint_id?: string;
+                /** @description A task's deliveries */
+                task_id?: string;
+                /** @description pending, succeeded, failed or exhausted */
+                status?: "pending" | "succeeded" | "failed" | "exhausted";
+                /** @description 1 to 100, default 20 */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryListEnvelope"];
+                };
+            };
+            /** @description invalid_parameter */
+            400: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:read), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_delivery_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whd_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:read), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_delivery_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_delivery_retry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whd_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, due now */
+            202: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_delivery_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoints_list: {
+        parameters: {
+            query?: {
+                /** @description 1 to 100, default 20 */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of endpoints, without secrets */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointListEnvelope"];
+                };
+            };
+            /** @description invalid_parameter */
+            400: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:read), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Unknown fields are refused (400 `invalid_field`). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointCreate"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret */
+            201: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointEnvelope"];
+                };
+            };
+            /** @description invalid_json, invalid_field */
+            400: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whe_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, without its secret */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:read), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_endpoint_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whe_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedWebhookEndpointEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_endpoint_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whe_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description Unknown fields are refused (400 `invalid_field`). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointUpdate"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as changed */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointEnvelope"];
+                };
+            };
+            /** @description invalid_json, invalid_field */
+            400: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_endpoint_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_rotate_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whe_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecretEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_endpoint_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whe_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The newest secret */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecretEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_endpoint_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_endpoint_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description whe_… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The test event's delivery */
+            202: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description webhook_endpoint_not_found */
+            404: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhooks_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The newest secret */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecretEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhooks_secret_rotate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret */
+            200: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecretEnvelope"];
+                };
+            };
+            /** @description missing_authorization, malformed_authorization, invalid_api_key, api_key_expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description insufficient_permissions (webhooks:write), account_suspended */
+            403: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description rate_limit_exceeded (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description service_unavailable, storage_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    webhook_task_cancelled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `msg_…`: the event's id, the same on every attempt and replay. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one more than 5 minutes away. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">`; several, separated by spaces, while a secret rotation overlaps. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTaskEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (a call's own webhook: the event is not sent again). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any other status, a time-out (`webhooks.timeout_ms`) or a connection error is a failed attempt. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_task_failed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `msg_…`: the event's id, the same on every attempt and replay. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one more than 5 minutes away. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">`; several, separated by spaces, while a secret rotation overlaps. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTaskEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (a call's own webhook: the event is not sent again). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any other status, a time-out (`webhooks.timeout_ms`) or a connection error is a failed attempt. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_task_running: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `msg_…`: the event's id, the same on every attempt and replay. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one more than 5 minutes away. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">`; several, separated by spaces, while a secret rotation overlaps. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTaskEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (a call's own webhook: the event is not sent again). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any other status, a time-out (`webhooks.timeout_ms`) or a connection error is a failed attempt. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_task_succeeded: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `msg_…`: the event's id, the same on every attempt and replay. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one more than 5 minutes away. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">`; several, separated by spaces, while a secret rotation overlaps. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTaskEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (a call's own webhook: the event is not sent again). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any other status, a time-out (`webhooks.timeout_ms`) or a connection error is a failed attempt. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `msg_…`: the event's id, the same on every attempt and replay. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one more than 5 minutes away. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">`; several, separated by spaces, while a secret rotation overlaps. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (a call's own webhook: the event is not sent again). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any other status, a time-out (`webhooks.timeout_ms`) or a connection error is a failed attempt. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

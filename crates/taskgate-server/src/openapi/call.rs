@@ -61,6 +61,7 @@ pub(super) fn call_body(entry: &ApiEntry, audience: Audience<'_>) -> Value {
             "description": "Execution deadline; at most this API's `limits.timeout_ms`.",
         },
         "metadata": { "$ref": "#/components/schemas/Metadata" },
+        "webhook": super::webhooks::call_webhook_schema(),
     });
     if audience.may_send_sandbox() {
         properties["sandbox"] = json!({ "$ref": "#/components/schemas/Sandbox" });

@@ -197,7 +197,7 @@ pub(super) fn exact(doc: &mut Value) {
             }
             if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
                 for param in params.iter_mut() {
-                    constrain(param);
+                    constrain(path, param);
                 }
                 if method == "get" && path == "/api/v1/tasks" {
                     params.push(task_page_param());
@@ -208,8 +208,13 @@ pub(super) fn exact(doc: &mut Value) {
 }
 
 /// A parameter's schema as the handlers check it.
-fn constrain(param: &mut Value) {
+fn constrain(path: &str, param: &mut Value) {
     let name = param["name"].as_str().unwrap_or_default().to_owned();
+    let place = param["in"].as_str().unwrap_or_default();
+    if let Some(schema) = super::webhooks::param_schema(path, place, &name) {
+        param["schema"] = schema;
+        return;
+    }
     let status = "(queued|running|succeeded|failed|cancelled)";
     let schema = match (param["in"].as_str(), name.as_str()) {
         (Some("query"), "limit") => {

@@ -4,6 +4,13 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::webhooks::{
+    __path_webhook_deliveries_list, __path_webhook_delivery_get, __path_webhook_delivery_retry,
+    __path_webhook_endpoint_create, __path_webhook_endpoint_delete, __path_webhook_endpoint_get,
+    __path_webhook_endpoint_rotate_secret, __path_webhook_endpoint_secret,
+    __path_webhook_endpoint_test, __path_webhook_endpoint_update, __path_webhook_endpoints_list,
+    __path_webhooks_secret, __path_webhooks_secret_rotate,
+};
 use super::wire::{
     ApiDetailsEnvelope, ApiListEnvelope, ErrorEnvelope, TaskDetailsEnvelope, TaskEnvelope,
     TaskListEnvelope,
@@ -154,12 +161,18 @@ impl Modify for BearerAuth {
         description = "One REST interface to many AI services. Every answer is an envelope \
             `{success, data, error?, meta}` with an `X-Request-Id` header."
     ),
-    paths(call_create, call_status, tasks_list, task_details, task_cancel, task_stream, apis_list, api_details),
+    paths(call_create, call_status, tasks_list, task_details, task_cancel, task_stream, apis_list, api_details,
+        webhook_endpoint_create, webhook_endpoints_list, webhook_endpoint_get, webhook_endpoint_update,
+        webhook_endpoint_delete, webhook_endpoint_secret, webhook_endpoint_rotate_secret,
+        webhook_endpoint_test, webhooks_secret, webhooks_secret_rotate, webhook_deliveries_list,
+        webhook_delivery_get, webhook_delivery_retry),
     modifiers(&BearerAuth),
     security(("api_key" = [])),
     tags(
         (name = "tasks", description = "Create, follow, list and cancel tasks"),
         (name = "apis", description = "The catalog of AI APIs"),
+        (name = "webhooks", description = "Endpoints that receive tasks' events, their signing \
+            secrets, and the delivery log (the messages themselves: the document's `webhooks`)"),
     )
 )]
 pub(super) struct ApiDoc;

@@ -6,7 +6,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 #[derive(ToSchema)]
-struct Meta {
+pub(super) struct Meta {
     /// `req_…`, also in the `X-Request-Id` header.
     request_id: String,
     /// The server's own processing time.

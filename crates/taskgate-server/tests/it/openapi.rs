@@ -351,3 +351,286 @@ async fn chat_types_are_components_whatever_the_catalog() {
         .expect(200);
     app.stop().await;
 }
+
+/// The webhooks' operations answer what the document says (each answer
+/// validates against its documented schema), their parameters and bodies
+/// are constrained as the server checks them, a call's `webhook` is part of
+/// the call's body, and the `webhooks` section describes the five events
+/// whose messages a receiver gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_operations_are_documented() {
+    use crate::webhooks::Receiver;
+
+    let Some(app) = TestApp::builder(Backend::Sqlite)
+        .config(|c| c.webhooks.allow_private_networks = true)
+        .start()
+        .await
+    else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let c = app.client(&app.live);
+    let doc = document(&c).await;
+    let mut events: Vec<&str> = doc["webhooks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    events.sort_unstable();
+    assert_eq!(
+        events,
+        [
+            "task.cancelled",
+            "task.failed",
+            "task.running",
+            "task.succeeded",
+            "webhook.test"
+        ]
+    );
+    let pointer = |path: &str| path.replace('~', "~0").replace('/', "~1");
+    // Asserts that `r` is documented for `path`'s `method` at its status.
+    let answers = |r: &crate::utils::Resp, path: &str, method: &str| {
+        let at = format!(
+            "/paths/{}/{method}/responses/{}/content/application~1json/schema",
+            pointer(path),
+            r.status.as_u16()
+        );
+        assert!(valid(&schema_at(&doc, &at), &r.body), "{at}: {}", r.text);
+    };
+    let body_of = |path: &str, method: &str| {
+        schema_at(
+            &doc,
+            &format!(
+                "/paths/{}/{method}/requestBody/content/application~1json/schema",
+                pointer(path)
+            ),
+        )
+    };
+    let param = |path: &str, name: &str| {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+        let i = params.iter().position(|p| p["name"] == name).unwrap();
+        schema_at(
+            &doc,
+            &format!("/paths/{}/get/parameters/{i}/schema", pointer(path)),
+        )
+    };
+    let endpoints = "/api/v1/webhook_endpoints";
+    let endpoint = "/api/v1/webhook_endpoints/{id}";
+
+    let create = body_of(endpoints, "post");
+    for wrong in [
+        json!({}),
+        json!({"url": rx.url, "events": []}),
+        json!({"url": rx.url, "events": ["task.done"]}),
+        json!({"url": rx.url, "colour": "red"}),
+        json!({"url": rx.url, "description": "d".repeat(501)}),
+    ] {
+        assert!(!valid(&create, &wrong), "the document admits {wrong}");
+        c.post("webhook_endpoints", wrong.clone())
+            .await
+            .expect_error(400, "invalid_field");
+    }
+    let mut ids = Vec::new();
+    for body in [
+        json!({"url": rx.url}),
+        json!({"url": rx.url, "events": ["task.running", "task.succeeded", "webhook.test"],
+               "description": "mine"}),
+    ] {
+        assert!(valid(&create, &body), "{body}");
+        let r = c.post("webhook_endpoints", body).await.expect(201);
+        answers(&r, endpoints, "post");
+        assert!(r.data()["secret"].as_str().unwrap().starts_with("whsec_"));
+        ids.push(r.data()["id"].as_str().unwrap().to_owned());
+    }
+    let id = ids[1].clone();
+
+    let page = c.get("webhook_endpoints?limit=1").await.expect(200);
+    answers(&page, endpoints, "get");
+    assert_eq!(page.data()["items"][0]["id"], json!(ids[0]), "oldest first");
+    assert!(page.data()["items"][0].get("secret").is_none());
+    let cursor = page.data()["next_cursor"].clone();
+    assert!(valid(&param(endpoints, "cursor"), &cursor), "{cursor}");
+    let next = c
+        .get(&format!(
+            "webhook_endpoints?limit=1&cursor={}",
+            cursor.as_str().unwrap()
+        ))
+        .await
+        .expect(200);
+    answers(&next, endpoints, "get");
+    assert_eq!(next.data()["items"][0]["id"], json!(id));
+    let r = c.get("webhook_endpoints?cursor=whd_x").await;
+    answers(&r.expect_error(400, "invalid_parameter"), endpoints, "get");
+
+    let r = c.get(&format!("webhook_endpoints/{id}")).await.expect(200);
+    answers(&r, endpoint, "get");
+    let update = body_of(endpoint, "patch");
+    let change = json!({"enabled": false, "description": null, "events": ["webhook.test", "task.succeeded"]});
+    assert!(valid(&update, &change));
+    let patch = |body: Value| {
+        c.send(
+            c.request(reqwest::Method::PATCH, &format!("webhook_endpoints/{id}"))
+                .json(&body),
+        )
+    };
+    let r = patch(change).await.expect(200);
+    answers(&r, endpoint, "patch");
+    assert_eq!(r.data()["disabled_reason"], json!("owner"));
+    for wrong in [
+        json!({"enabled": "no"}),
+        json!({"url": null}),
+        json!({"events": []}),
+        json!({"secret": "whsec_x"}),
+    ] {
+        assert!(!valid(&update, &wrong), "the document admits {wrong}");
+        answers(
+            &patch(wrong).await.expect_error(400, "invalid_field"),
+            endpoint,
+            "patch",
+        );
+    }
+    let r = patch(json!({"enabled": true})).await.expect(200);
+    answers(&r, endpoint, "patch");
+
+    let r = c
+        .get(&format!("webhook_endpoints/{id}/secret"))
+        .await
+        .expect(200);
+    answers(&r, &format!("{endpoint}/secret"), "get");
+    let r = c
+        .post(&format!("webhook_endpoints/{id}/rotate_secret"), json!({}))
+        .await
+        .expect(200);
+    answers(&r, &format!("{endpoint}/rotate_secret"), "post");
+    let r = c
+        .post(&format!("webhook_endpoints/{id}/test"), json!({}))
+        .await
+        .expect(202);
+    answers(&r, &format!("{endpoint}/test"), "post");
+    let test_delivery = r.data()["id"].as_str().unwrap().to_owned();
+    let r = c.get("webhooks/secret").await.expect(200);
+    answers(&r, "/api/v1/webhooks/secret", "get");
+    let r = c
+        .post("webhooks/secret/rotate", json!({}))
+        .await
+        .expect(200);
+    answers(&r, "/api/v1/webhooks/secret/rotate", "post");
+
+    // A call's own webhook is part of the call's body, exactly.
+    let calls = call_schema(&doc);
+    let mut call = sentiment("webhooks");
+    call["webhook"] = json!({"url": rx.url, "events": ["task.succeeded"]});
+    assert!(valid(&calls, &call), "{call}");
+    let mut defaults = sentiment("webhooks");
+    defaults["webhook"] = json!({"url": rx.url, "events": null});
+    assert!(valid(&calls, &defaults), "{defaults}");
+    c.call(defaults.clone()).await.expect(200);
+    defaults["webhook"] = Value::Null;
+    assert!(valid(&calls, &defaults), "{defaults}");
+    c.call(defaults).await.expect(200);
+    let task = c.call(call.clone()).await.expect(200);
+    let task_id = task.data()["id"].as_str().unwrap().to_owned();
+    for wrong in [
+        json!({"events": ["task.succeeded"]}),
+        json!({"url": rx.url, "events": ["webhook.test"]}),
+        json!({"url": rx.url, "events": []}),
+        json!({"url": rx.url, "secret": "x"}),
+        json!("https://example.com"),
+    ] {
+        let mut bad = call.clone();
+        bad["webhook"] = wrong;
+        assert!(!valid(&calls, &bad), "the document admits {bad}");
+        c.call(bad).await.expect_error(400, "invalid_field");
+    }
+
+    // What the receiver gets (the test event, the tasks' events to both
+    // endpoints and to the calls' own webhooks) is what `webhooks` says.
+    let got = rx.wait_for(5).await;
+    for message in &got {
+        let body = message.json();
+        let kind = body["type"].as_str().unwrap();
+        let op = &doc["webhooks"][kind]["post"];
+        for h in op["parameters"].as_array().unwrap() {
+            assert!(
+                !message.header(h["name"].as_str().unwrap()).is_empty(),
+                "{h}"
+            );
+        }
+        let at = format!("/webhooks/{kind}/post/requestBody/content/application~1json/schema");
+        assert!(valid(&schema_at(&doc, &at), &body), "{at}: {body}");
+    }
+
+    let deliveries = "/api/v1/webhook_deliveries";
+    let r = c
+        .get(&format!("webhook_deliveries?task_id={task_id}&limit=1"))
+        .await
+        .expect(200);
+    answers(&r, deliveries, "get");
+    let cursor = r.data()["next_cursor"].clone();
+    assert!(valid(&param(deliveries, "cursor"), &cursor), "{cursor}");
+    let r = c
+        .get(&format!(
+            "webhook_deliveries?endpoint_id={id}&status=succeeded&cursor={}",
+            cursor.as_str().unwrap()
+        ))
+        .await
+        .expect(200);
+    answers(&r, deliveries, "get");
+    for (name, value) in [
+        ("status", "done"),
+        ("endpoint_id", "whd_x"),
+        ("task_id", "x"),
+    ] {
+        assert!(!valid(&param(deliveries, name), &json!(value)));
+        let r = c.get(&format!("webhook_deliveries?{name}={value}")).await;
+        answers(&r.expect_error(400, "invalid_parameter"), deliveries, "get");
+    }
+    let delivery = "/api/v1/webhook_deliveries/{id}";
+    let r = c
+        .get(&format!("webhook_deliveries/{test_delivery}"))
+        .await
+        .expect(200);
+    answers(&r, delivery, "get");
+    let r = c
+        .post(
+            &format!("webhook_deliveries/{test_delivery}/retry"),
+            json!({}),
+        )
+        .await
+        .expect(202);
+    answers(&r, &format!("{delivery}/retry"), "post");
+    let missing = "whd_01JD0000000000000000000000";
+    let r = c.get(&format!("webhook_deliveries/{missing}")).await;
+    answers(
+        &r.expect_error(404, "webhook_delivery_not_found"),
+        delivery,
+        "get",
+    );
+
+    let r = c
+        .send(c.request(reqwest::Method::DELETE, &format!("webhook_endpoints/{id}")))
+        .await
+        .expect(200);
+    answers(&r, endpoint, "delete");
+    let r = c.get(&format!("webhook_endpoints/{id}")).await;
+    answers(
+        &r.expect_error(404, "webhook_endpoint_not_found"),
+        endpoint,
+        "get",
+    );
+
+    // Without the scope: 403, documented.
+    let reader = app
+        .restricted_client(&app.account_id, Some(&["webhooks:read"]), None)
+        .await;
+    let r = reader
+        .post("webhook_endpoints", json!({"url": rx.url}))
+        .await;
+    answers(
+        &r.expect_error(403, "insufficient_permissions"),
+        endpoints,
+        "post",
+    );
+    app.stop().await;
+}

@@ -19,20 +19,20 @@ use crate::utils::{Backend, TestApp, both, eventually, sentiment};
 
 /// What a receiver got: its headers and body.
 #[derive(Clone, Debug)]
-struct Received {
+pub(crate) struct Received {
     headers: HeaderMap,
     body: String,
 }
 
 impl Received {
-    fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap()
     }
 
@@ -57,13 +57,13 @@ struct Log {
 }
 
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     log: Arc<Mutex<Log>>,
 }
 
 impl Receiver {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let log = Arc::new(Mutex::new(Log::default()));
         async fn hook(
             State(log): State<Arc<Mutex<Log>>>,
@@ -146,7 +146,7 @@ impl Receiver {
     }
 
     /// The first `n` messages, once they came.
-    async fn wait_for(&self, n: usize) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
         eventually(
             Duration::from_secs(10),
             &format!("{n} webhook messages"),
