@@ -2748,6 +2748,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description too_many_webhook_endpoints: the account holds 16 of this mode */
+            409: {
+                headers: {
+                    /** @description The window closest to exhaustion: `"minute";r=17;t=42` */
+                    RateLimit?: string;
+                    /** @description The plan's windows, e.g. `"minute";q=60;w=60` (limited plans only) */
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description rate_limit_exceeded (with Retry-After) */
             429: {
                 headers: {

@@ -181,6 +181,7 @@ envelope!(DeletedWebhookEndpointEnvelope, DeletedWebhookEndpoint);
         (status = 201, description = "The endpoint, with its secret", body = WebhookEndpointEnvelope),
         (status = 400, description = "invalid_json, invalid_field", body = ErrorEnvelope),
         (status = 403, description = "insufficient_permissions (webhooks:write), account_suspended", body = ErrorEnvelope),
+        (status = 409, description = "too_many_webhook_endpoints: the account holds 16 of this mode", body = ErrorEnvelope),
     ))]
 pub(super) fn webhook_endpoint_create() {}
 
