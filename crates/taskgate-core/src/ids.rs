@@ -206,9 +206,9 @@ impl WebhookDeliveryId {
 
     pub fn parse(s: &str) -> Result<Self, IdError> {
         let ulid = parse_ulid(s, Self::PREFIX)?;
-        let seq = i64::try_from(ulid.random()).map_err(|_| IdError {
-            prefix: Self::PREFIX,
-        })?;
+        // Past the largest sequence number no delivery has (and none is shown
+        // so): still an id, of nothing, and a cursor before every delivery.
+        let seq = i64::try_from(ulid.random()).unwrap_or(i64::MAX);
         Ok(Self {
             created_at: ulid.timestamp_ms() as i64,
             seq,
@@ -283,6 +283,8 @@ mod tests {
         assert!(WebhookDeliveryId::new(43, at) > id);
         assert!(WebhookDeliveryId::parse(&text.to_lowercase()).is_err());
         assert!(WebhookDeliveryId::parse("whe_01JD0000000000000000000000").is_err());
+        let beyond = WebhookDeliveryId::parse("whd_000000001PY4RSSZVGHPWQY804").unwrap();
+        assert_eq!(beyond.seq(), i64::MAX, "any ULID is an id, of no delivery");
     }
 
     #[test]
