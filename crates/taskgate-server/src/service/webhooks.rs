@@ -23,6 +23,8 @@ use crate::state::AppState;
 pub const MAX_URL_LEN: usize = 2_048;
 /// The longest description of an endpoint.
 pub const MAX_DESCRIPTION_LEN: usize = 500;
+/// The longest wait for a URL's name to resolve when it is set.
+const DNS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Endpoints an account holds per mode: each task's end is written once per
 /// endpoint, so a key cannot multiply the work of every call.
 pub const MAX_ENDPOINTS: i64 = 16;
@@ -127,8 +129,10 @@ pub async fn check_url(config: &WebhooksConfig, url: &str) -> Result<String, Web
     }
     if let Some(url::Host::Domain(host)) = parsed.host() {
         let port = parsed.port_or_known_default().unwrap_or(443);
-        // A name that does not resolve now may later: it is not refused.
-        if let Ok(addrs) = tokio::net::lookup_host((host, port)).await {
+        // A name that does not resolve now (or not within the wait) may
+        // later: it is not refused; every attempt checks what it connects to.
+        let lookup = tokio::net::lookup_host((host, port));
+        if let Ok(Ok(addrs)) = tokio::time::timeout(DNS_WAIT, lookup).await {
             let addrs: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
             if addrs.iter().any(|ip| !is_public(*ip)) {
                 return Err(bad(&format!(
