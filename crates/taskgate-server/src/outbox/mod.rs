@@ -47,12 +47,13 @@ impl Outbox {
         runner: RunnerId,
         clock: Clock,
         shutdown: CancellationToken,
+        tracer: Option<taskgate_core::trace::Tracer>,
     ) -> anyhow::Result<Arc<Outbox>> {
         let outbox = Arc::new(Outbox {
             wake: Notify::new(),
         });
         let sender = Sender {
-            client: Client::new(&config).map_err(anyhow::Error::msg)?,
+            client: Client::new(&config, tracer).map_err(anyhow::Error::msg)?,
             store,
             config: Arc::new(config),
             runner,
