@@ -188,6 +188,8 @@ enum Answer {
     Ok,
     /// Never answers.
     Hang,
+    /// Answers 503.
+    Refuse,
 }
 
 /// A collector on loopback: OTLP/HTTP at `/v1/traces`, OTLP/gRPC at the
@@ -205,8 +207,10 @@ impl Collector {
         let headers = Arc::new(Mutex::new(Vec::new()));
         type S = (Arc<Mutex<Vec<Span>>>, Arc<Mutex<Vec<HeaderMap>>>, Answer);
         async fn http(State((got, seen, answer)): State<S>, h: HeaderMap, body: Bytes) -> Response {
-            if answer == Answer::Hang {
-                std::future::pending::<()>().await;
+            match answer {
+                Answer::Hang => std::future::pending::<()>().await,
+                Answer::Refuse => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                Answer::Ok => {}
             }
             assert_eq!(h["content-type"], "application/x-protobuf");
             seen.lock().push(h);
@@ -521,11 +525,16 @@ async fn grpc_exports(backend: Backend) {
 }
 both!(grpc_exports);
 
-/// A collector that never answers, or none at all: calls are answered as
-/// ever, and the server stops in time.
+/// A collector that never answers, one that refuses, or none at all:
+/// calls are answered as ever, and the server stops in time.
 async fn a_silent_or_missing_collector_changes_nothing(backend: Backend) {
     let silent = Collector::start(Answer::Hang).await;
-    for endpoint in [silent.url.clone(), "http://127.0.0.1:9".to_owned()] {
+    let refusing = Collector::start(Answer::Refuse).await;
+    for endpoint in [
+        silent.url.clone(),
+        refusing.url.clone(),
+        "http://127.0.0.1:9".to_owned(),
+    ] {
         let Some(app) = TestApp::builder(backend)
             .config(move |c| {
                 c.telemetry.otlp_endpoint = Some(endpoint);
@@ -548,3 +557,50 @@ async fn a_silent_or_missing_collector_changes_nothing(backend: Backend) {
     }
 }
 both!(a_silent_or_missing_collector_changes_nothing);
+
+/// The OpenAI and Anthropic doors: the same trace under the caller's, the
+/// upstream request the attempt's child.
+async fn the_other_doors_are_traced_alike(backend: Backend) {
+    let collector = Collector::start(Answer::Ok).await;
+    let (fake, base) = Fake::start().await;
+    fake.always(chat_completion("Hello!"));
+    let Some(app) = traced_app(backend, &collector, &base).await else {
+        return;
+    };
+    let c = app.client(&app.live);
+    for (trace, path, body) in [
+        (
+            "11111111111111111111111111111111",
+            "/openai/v1/chat/completions",
+            json!({"model": "chat", "messages": [{"role": "user", "content": "Hi"}]}),
+        ),
+        (
+            "22222222222222222222222222222222",
+            "/anthropic/v1/messages",
+            json!({"model": "chat", "max_tokens": 20, "messages": [{"role": "user", "content": "Hi"}]}),
+        ),
+    ] {
+        let r = c
+            .request(reqwest::Method::POST, path)
+            .header("traceparent", format!("00-{trace}-{CALLER_SPAN}-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}: {}", r.text().await.unwrap());
+        let server = collector.span(trace, &format!("POST {path}")).await;
+        assert_eq!(server.parent.as_deref(), Some(CALLER_SPAN));
+        assert_eq!(server.attr("taskgate.account_id"), app.account_id.as_str());
+        let task = collector.span(trace, "taskgate.task").await;
+        assert_eq!(task.parent.as_deref(), Some(server.span_id.as_str()));
+        let attempt = collector.span(trace, "chat gpt-4o-mini").await;
+        assert_eq!(attempt.parent.as_deref(), Some(task.span_id.as_str()));
+        let seen = fake.seen.lock().clone();
+        assert_eq!(
+            seen.last().unwrap().1["traceparent"],
+            format!("00-{trace}-{}-01", attempt.span_id).as_str()
+        );
+    }
+    app.stop().await;
+}
+both!(the_other_doors_are_traced_alike);
