@@ -84,6 +84,7 @@ pub async fn envelope(
         .telemetry
         .tracer
         .as_ref()
+        .filter(|_| !spans::UNTRACED_ROUTES.contains(&route.as_str()))
         .map(|t| spans::request_span(t, &request, &route));
     let served = serve(request, next, request_id, route, started, span);
     if app.telemetry.scoped {

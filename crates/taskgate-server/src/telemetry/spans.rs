@@ -26,6 +26,10 @@ use taskgate_store::TaskRecord;
 const MAX_WAITING: usize = 100_000;
 const STALE: Duration = Duration::from_secs(3600);
 
+/// Probes and scrapes: every few seconds from every monitor, they would
+/// bury the calls' traces.
+pub const UNTRACED_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
 /// Who a request was authenticated as, for its span (the auth layer puts
 /// it in the response's extensions).
 #[derive(Debug, Clone, Copy)]

@@ -435,7 +435,8 @@ both!(the_task_span_crosses_the_202_and_failures_say_why);
 
 /// A built-in API's work has a span of its own (provider `taskgate`); a
 /// call without `traceparent` starts a trace; a caller that did not sample
-/// is followed (nothing exported, the decision passed on).
+/// is followed (nothing exported, the decision passed on); probes are not
+/// traced.
 async fn built_in_apis_and_unsampled_callers(backend: Backend) {
     let collector = Collector::start(Answer::Ok).await;
     let (fake, base) = Fake::start().await;
@@ -469,6 +470,7 @@ async fn built_in_apis_and_unsampled_callers(backend: Backend) {
     let server = collector.span(&task.trace_id, "POST /api/v1/call").await;
     assert_eq!(server.parent, None, "a trace of its own");
 
+    live.get("/healthz").await.expect(200);
     let unsampled = "0af7651916cd43dd8448eb211c80319c";
     live.send(
         live.request(reqwest::Method::POST, "call")
@@ -490,6 +492,10 @@ async fn built_in_apis_and_unsampled_callers(backend: Backend) {
     assert!(
         collector.spans().iter().all(|s| s.trace_id != unsampled),
         "nothing of an unsampled trace"
+    );
+    assert!(
+        collector.spans().iter().all(|s| s.name != "GET /healthz"),
+        "probes are not traced"
     );
     app.stop().await;
 }
@@ -604,3 +610,48 @@ async fn the_other_doors_are_traced_alike(backend: Backend) {
     app.stop().await;
 }
 both!(the_other_doors_are_traced_alike);
+
+/// A webhook delivery attempt is a CLIENT span of its own, and the request
+/// carries its traceparent.
+async fn webhook_attempts_are_traced(backend: Backend) {
+    let collector = Collector::start(Answer::Ok).await;
+    let endpoint = collector.url.clone();
+    let Some(app) = TestApp::builder(backend)
+        .config(move |c| {
+            c.telemetry.otlp_endpoint = Some(endpoint);
+            c.telemetry.export_interval_ms = 50;
+            c.webhooks.allow_private_networks = true;
+        })
+        .start()
+        .await
+    else {
+        return;
+    };
+    let rx = crate::webhooks::Receiver::start().await;
+    let live = app.client(&app.live);
+    live.post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    live.call(sentiment("hooked")).await.expect(200);
+    let got = rx.wait_for(1).await;
+    let parent = got[0].header("traceparent").to_owned();
+    let message_id = got[0].header("webhook-id").to_owned();
+    let span = eventually(Duration::from_secs(10), "the delivery's span", || async {
+        collector
+            .spans()
+            .into_iter()
+            .find(|s| s.attr("taskgate.webhook.message_id") == message_id.as_str())
+    })
+    .await;
+    assert_eq!(span.name, "POST");
+    assert_eq!(span.kind, 3, "CLIENT");
+    assert_eq!(span.attr("http.response.status_code"), 200);
+    assert_eq!(span.attr("server.address"), "127.0.0.1");
+    assert_eq!(
+        parent,
+        format!("00-{}-{}-01", span.trace_id, span.span_id),
+        "the receiver can join the trace"
+    );
+    app.stop().await;
+}
+both!(webhook_attempts_are_traced);

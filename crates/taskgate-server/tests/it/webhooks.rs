@@ -174,6 +174,15 @@ async fn app_with(backend: Backend, schedule: &[&str]) -> Option<TestApp> {
 }
 
 async fn app_with_timeout(backend: Backend, schedule: &[&str], timeout_ms: u64) -> Option<TestApp> {
+    app_configured(backend, schedule, |c| c.webhooks.timeout_ms = timeout_ms).await
+}
+
+/// An app reaching loopback receivers on `schedule`, then `more` of its own.
+async fn app_configured(
+    backend: Backend,
+    schedule: &[&str],
+    more: impl FnOnce(&mut taskgate_server::Config),
+) -> Option<TestApp> {
     let schedule: Vec<_> = schedule
         .iter()
         .map(|s| taskgate_server::config::Span::parse(s).unwrap())
@@ -182,7 +191,8 @@ async fn app_with_timeout(backend: Backend, schedule: &[&str], timeout_ms: u64) 
         .config(move |c| {
             c.webhooks.allow_private_networks = true;
             c.webhooks.retry_schedule = schedule;
-            c.webhooks.timeout_ms = timeout_ms;
+            c.webhooks.timeout_ms = 2_000;
+            more(c);
         })
         .start()
         .await
@@ -548,19 +558,10 @@ async fn retry_after_is_honoured_within_the_longest_step(backend: Backend) {
 both!(retry_after_is_honoured_within_the_longest_step);
 
 async fn an_endpoint_failing_past_disable_after_is_disabled(backend: Backend) {
-    let schedule: Vec<_> = ["0s", "5s", "5s", "5s"]
-        .iter()
-        .map(|s| taskgate_server::config::Span::parse(s).unwrap())
-        .collect();
-    let Some(app) = TestApp::builder(backend)
-        .config(move |c| {
-            c.webhooks.allow_private_networks = true;
-            c.webhooks.retry_schedule = schedule;
-            c.webhooks.timeout_ms = 2_000;
-            c.webhooks.disable_after = taskgate_server::config::Span::parse("10s").unwrap();
-        })
-        .start()
-        .await
+    let Some(app) = app_configured(backend, &["0s", "5s", "5s", "5s"], |c| {
+        c.webhooks.disable_after = taskgate_server::config::Span::parse("10s").unwrap();
+    })
+    .await
     else {
         return;
     };
