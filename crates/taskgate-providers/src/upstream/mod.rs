@@ -129,6 +129,10 @@ impl Upstream {
             .pool_idle_timeout(Duration::from_secs(60))
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("taskgate/", env!("CARGO_PKG_VERSION")))
+            // HTTP/1.1, as before the client could speak HTTP/2 (built in for
+            // OTLP/gRPC): what the benchmarks measured; HTTP/2 to providers
+            // would be a change of its own.
+            .http1_only()
             .build()
             .map_err(|e| format!("providers.{name}: {e}"))?;
         let adapter: Arc<dyn Adapter> = match cfg.protocol {

@@ -33,7 +33,8 @@ impl Client {
             .timeout(timeout)
             .connect_timeout(timeout)
             .user_agent(concat!("Taskgate-Webhooks/", env!("CARGO_PKG_VERSION")))
-            .no_proxy();
+            .no_proxy()
+            .http1_only();
         if !config.allow_private_networks {
             builder = builder.dns_resolver(guarded_resolver(FetchPolicy::default()));
         }
