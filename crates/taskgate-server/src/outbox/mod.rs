@@ -108,13 +108,20 @@ impl Sender {
                             };
                             let sender = me.clone();
                             let stop = shutdown.clone();
+                            let outbox = outbox.clone();
                             // Abandoned at a stop: sent again once its lease ends.
                             tokio::spawn(async move {
-                                tokio::select! {
-                                    () = stop.cancelled() => {}
-                                    () = sender.deliver(d, now) => {}
-                                }
+                                let done = tokio::select! {
+                                    () = stop.cancelled() => false,
+                                    () = sender.deliver(d, now) => true,
+                                };
                                 drop(slot);
+                                // Its destination has a turn free: the next
+                                // of its backlog goes now, not at the next
+                                // poll (wake-ups coalesce into one claim).
+                                if done {
+                                    outbox.wake();
+                                }
                             });
                         }
                     }
