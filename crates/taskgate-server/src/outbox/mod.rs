@@ -27,8 +27,13 @@ use crate::config::WebhooksConfig;
 use attempt::{Client, Sent};
 
 /// How often the sender looks for due deliveries when nothing woke it
-/// (another instance's events, retries coming due).
+/// (another instance's events, retries coming due, leases run out): at
+/// first, and after any claim that found some ...
 const POLL_EVERY: Duration = Duration::from_millis(250);
+/// ... and, doubling after each claim that found none, at most this far
+/// apart: an instance without webhooks looks every 2 s, not four
+/// times a second.
+const POLL_IDLE: Duration = Duration::from_secs(2);
 /// Deliveries claimed in one round at most.
 const CLAIM_AT_MOST: i64 = 64;
 /// Attempts in flight on this instance at most.
@@ -84,6 +89,7 @@ impl Sender {
         let me = Arc::new(self);
         // This instance's previous life's holdings are taken back at once.
         let mut reclaim = Some(me.runner.clone());
+        let mut pause = POLL_EVERY;
         loop {
             let free = me.slots.available_permits().min(CLAIM_AT_MOST as usize) as i64;
             if free > 0 {
@@ -102,6 +108,11 @@ impl Sender {
                 match claimed {
                     Ok(list) => {
                         reclaim = None;
+                        pause = if list.is_empty() {
+                            (pause * 2).min(POLL_IDLE)
+                        } else {
+                            POLL_EVERY
+                        };
                         for d in list {
                             let Ok(slot) = me.slots.clone().acquire_owned().await else {
                                 return;
@@ -130,8 +141,8 @@ impl Sender {
             }
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = outbox.wake.notified() => {}
-                () = tokio::time::sleep(POLL_EVERY) => {}
+                () = outbox.wake.notified() => pause = POLL_EVERY,
+                () = tokio::time::sleep(pause) => {}
             }
         }
     }
