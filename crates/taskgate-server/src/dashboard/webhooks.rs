@@ -17,6 +17,7 @@ use taskgate_store::WebhookEndpoint;
 use super::pages::{Chrome, error_page, not_found, redirect, render, render_with, when};
 use super::session::{Changes, Session, store_error};
 use super::words;
+use crate::service::Actor;
 use crate::service::webhooks::{self, NewEndpoint, Owner, WebhookError};
 use crate::state::AppState;
 
@@ -222,7 +223,11 @@ impl CreateForm {
 }
 
 pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateForm>) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if !session.user.role.manages_account() {
         return forbidden_to_members();
     }
@@ -260,7 +265,14 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
         events: Some(events.clone()),
         description: (!description.is_empty()).then(|| description.clone()),
     };
-    match webhooks::create(&app, owner(&session, mode_of(test)), new).await {
+    match webhooks::create(
+        &app,
+        owner(&session, mode_of(test)),
+        &Actor::User(&session.user).audit(&origin),
+        new,
+    )
+    .await
+    {
         Ok(made) => redirect(&format!("{SECTION}/{}?done=created", made.id)),
         Err(e) => match words::webhook_error(e) {
             Ok(message) => again(message),
@@ -329,14 +341,19 @@ pub async fn rotate_signing_secret(
 }
 
 async fn signing_secret(app: &AppState, changes: Changes<SigningForm>, rotate: bool) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if !session.user.role.manages_account() {
         return forbidden_to_members();
     }
     let test = form.mode == "test";
     let owner = owner(&session, mode_of(test));
     let secret = if rotate {
-        webhooks::rotate_signing_secret(app, owner).await
+        let audit = Actor::User(&session.user).audit(&origin);
+        webhooks::rotate_signing_secret(app, owner, &audit).await
     } else {
         webhooks::signing_secret(app, owner).await
     };
