@@ -17,9 +17,11 @@
 //! | [`tasks`] | a caller's tasks: find, list, cancel |
 //! | [`apis`] | the catalog as a caller sees it |
 //! | [`usage`] | an account's requests, tasks, spend and limits over a span of time |
+//! | [`audit`] | the audit log: list and verify it, and its retention |
 //! | [`webhooks`] | webhook endpoints, their secrets and test events, the calls' signing secret, the delivery log and its replay |
 
 pub mod accounts;
+pub mod audit;
 pub mod calls;
 
 pub mod keys;
