@@ -75,3 +75,17 @@ pub async fn verify(store: &dyn Store, actor: Actor<'_>) -> Result<AuditVerifica
     }
     Ok(store.verify_audit().await?)
 }
+
+/// Deletes the events older than `retention_days` before `now` (none when
+/// it is 0: the log is kept). How many.
+pub async fn purge(
+    store: &dyn Store,
+    retention_days: u32,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    if retention_days == 0 {
+        return Ok(0);
+    }
+    let before = now.plus_ms(-(retention_days as i64) * 86_400_000);
+    store.purge_audit(before).await
+}
