@@ -4,10 +4,13 @@
 //! chain verifies; the dashboard's Audit log shows owners their account's
 //! events and admins everyone's.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use reqwest::header::{ORIGIN, USER_AGENT};
 use serde_json::json;
-use taskgate_core::{ActorType, AuditAction, AuditEvent};
+use taskgate_core::{ActorType, AuditAction, AuditEvent, KeyType};
+use taskgate_server::service::audit;
 use taskgate_store::AuditQuery;
 
 use crate::dashboard::{PASSWORD, signed_in, user};
@@ -302,3 +305,27 @@ async fn members_cannot_read_the_log(backend: Backend) {
     app.stop().await;
 }
 both!(members_cannot_read_the_log);
+
+/// `audit_retention_days`' purge (what the housekeeping runs, with the
+/// server's clock): events older than the retention go, the checkpoint
+/// keeps what is left verifiable, and the chain goes on from it.
+async fn retention_keeps_the_rest_verifiable(backend: Backend) {
+    let Some(app) = TestApp::start(backend).await else {
+        return;
+    };
+    let old = events(&app).await;
+    assert!(!old.is_empty());
+    let kept = |days| audit::purge(&*app.store, days, app.clock.now());
+    assert_eq!(kept(0).await.unwrap(), 0, "0 keeps every event");
+    assert_eq!(kept(1).await.unwrap(), 0, "nothing is a day old yet");
+    app.clock.advance(Duration::from_secs(2 * 86_400));
+    assert_eq!(kept(1).await.unwrap(), old.len() as u64);
+    let v = app.store.verify_audit().await.unwrap();
+    assert_eq!((v.checked, v.broken), (0, None));
+    assert_eq!(v.checkpoint.hash, old.last().unwrap().hash);
+    app.create_key(&app.account_id, KeyType::Test).await;
+    let v = app.store.verify_audit().await.unwrap();
+    assert_eq!((v.checked, v.broken), (1, None));
+    app.stop().await;
+}
+both!(retention_keeps_the_rest_verifiable);
