@@ -10,6 +10,13 @@ Targets:
                       for the 50 ms runs the Rust fake, which can wait)
   taskgate-sqlite     Taskgate release, sync POST /api/v1/call, SQLite
   taskgate-postgres   the same on PostgreSQL (a fresh database, dropped after)
+  taskgate-sqlite-webhooks (or -postgres-webhooks)
+                      the same with one webhook endpoint registered (the default
+                      events: each call's end is one delivery), its receiver
+                      nginx's `/hook` answering 200 at once; after each run the
+                      outbox is waited for, up to --drain-seconds (its CPU counts
+                      in the run's: a lower bound if it did not finish), and
+                      every delivery must have succeeded by the end
   litellm-1, -2       LiteLLM proxy, 1 and 2 workers, no database, no telemetry
 
 Runs, each for every target: plain chat at each concurrency (default 1, 8, 32,
@@ -34,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
@@ -252,6 +260,10 @@ http {{
             default_type text/event-stream;
             return 200 {q(sse())};
         }}
+        # The webhook receiver: any method, 200 at once, the body discarded.
+        location = /hook {{
+            return 200;
+        }}
     }}
 }}
 """)
@@ -288,11 +300,14 @@ class Fake:
 
 
 class Taskgate:
-    def __init__(self, dir, bin, store, upstream, slow, workers, pg_admin):
-        self.dir = Path(dir) / f"taskgate-{store}"
-        self.dir.mkdir()
+    def __init__(self, dir, bin, store, upstream, slow, workers, pg_admin, hook=None):
+        """`hook`: a URL to register as a webhook endpoint of the live key's
+        account once started (with `[webhooks] allow_private_networks`, as it
+        is on loopback), or None for none."""
         self.store = store
-        self.name = f"taskgate-{store}"
+        self.name = f"taskgate-{store}" + ("-webhooks" if hook else "")
+        self.dir = Path(dir) / self.name
+        self.dir.mkdir()
         self.port = free_port()
         self.pg_admin = pg_admin
         if store == "sqlite":
@@ -326,7 +341,8 @@ log_level = "warn"
 workers = {workers}
 """ + provider("upstream", upstream, False) + provider("streamed", upstream + "/stream", True)
             + provider("slow", slow, False)
-            + api("chat", "upstream") + api("chat-streamed", "streamed") + api("chat-slow", "slow"))
+            + api("chat", "upstream") + api("chat-streamed", "streamed") + api("chat-slow", "slow")
+            + ("\n[webhooks]\nallow_private_networks = true\n" if hook else ""))
         env = dict(os.environ, PGSSLMODE=os.environ.get("PGSSLMODE", "disable"))
         self.proc = spawn([bin, "serve", "--config", str(config)], f"{self.dir}/taskgate.log",
                           env=env, cwd=self.dir)
@@ -339,13 +355,27 @@ workers = {workers}
         self.key = m.group(1)
         self.url = f"http://127.0.0.1:{self.port}/api/v1/call"
         self.sent = 0
+        self.hook = hook
+        if hook:
+            self.endpoint = self.register(hook)
 
-    def request(self, api):
-        return self.url, json.dumps({"api": api, "input": {"messages": MESSAGES}}), '"status":"succeeded"', self.key
+    def register(self, hook):
+        """Registers `hook` as a webhook endpoint (the default events: the
+        task's ends); returns its id."""
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/v1/webhook_endpoints",
+            data=json.dumps({"url": hook, "description": "bench"}).encode(),
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+            method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            sys.exit(f"registering the webhook endpoint {hook} answered {e.code}: {e.read()[:300]!r}")
+        return body.get("data", body).get("id")
 
-    def stored(self):
-        """(tasks, succeeded tasks) in the store."""
-        sql = "SELECT COUNT(*), SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) FROM tasks"
+    def query(self, sql):
+        """One row of `sql` on the store, its columns as ints."""
         if self.store == "sqlite":
             argv = ["sqlite3", f"{self.dir}/taskgate.db", sql]
         else:
@@ -353,6 +383,30 @@ workers = {workers}
         out = subprocess.run(argv, capture_output=True, text=True, check=True,
                              env=dict(os.environ, PGSSLMODE="disable")).stdout
         return tuple(int(x or 0) for x in out.strip().split("|"))
+
+    def deliveries(self):
+        """(deliveries, succeeded, pending) in the store."""
+        return self.query("SELECT COUNT(*), SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END), "
+                          "SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END) FROM webhook_deliveries")
+
+    def drain(self, seconds=120):
+        """Waits until every task's end has its delivery and none is pending
+        (the outbox has sent them all, or given up on some); returns
+        (deliveries, succeeded, pending, ended tasks, seconds waited)."""
+        start = time.time()
+        while True:
+            (ended,) = self.query("SELECT COUNT(*) FROM tasks WHERE status IN ('succeeded', 'failed', 'cancelled')")
+            total, ok, pending = self.deliveries()
+            if (total >= ended and pending == 0) or time.time() - start >= seconds:
+                return total, ok, pending, ended, time.time() - start
+            time.sleep(0.05)
+
+    def request(self, api):
+        return self.url, json.dumps({"api": api, "input": {"messages": MESSAGES}}), '"status":"succeeded"', self.key
+
+    def stored(self):
+        """(tasks, succeeded tasks) in the store."""
+        return self.query("SELECT COUNT(*), SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) FROM tasks")
 
     def settle(self, at_least):
         """The store's counts once the tasks of answered requests are all there
@@ -382,6 +436,12 @@ workers = {workers}
         exact = oks == EXACT and after - tasks == EXACT and after_ok - succeeded == EXACT
         notes.append(f"{self.name}: exact pass: {EXACT} requests from 32 clients, {oks} successful answers, "
                      f"{after - tasks} tasks more ({after_ok - succeeded} succeeded): {'equal' if exact else 'NOT EQUAL'}")
+        if self.hook:
+            total, ok, pending, ended, _ = self.drain()
+            complete = total == ended and ok == total
+            notes.append(f"{self.name}: webhook deliveries: {total} for {ended} ended tasks (one each expected), "
+                         f"{ok} succeeded, {pending} pending, {total - ok - pending} failed or exhausted: "
+                         f"{'all delivered' if complete else 'INCONSISTENT (deliveries missing or not sent)'}")
         if not (good and exact):
             notes.append(f"{self.name}: INCONSISTENT, see {self.proc.log}")
         return notes
@@ -507,6 +567,8 @@ def main():
     ap.add_argument("--in-flight", type=int, default=1000)
     ap.add_argument("--delay-ms", type=int, default=50)
     ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--drain-seconds", type=float, default=60,
+                    help="how long to wait for a -webhooks target's outbox after each run")
     ap.add_argument("--workers", type=int, default=2048, help="Taskgate's workers (tasks run at once)")
     ap.add_argument("--pg", default=os.environ.get("TASKGATE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test"))
     ap.add_argument("--out", required=True)
@@ -535,8 +597,11 @@ def main():
                 if name == "ceiling":
                     target = direct
                 elif name.startswith("taskgate-"):
-                    target = Taskgate(dir, args.taskgate, name.split("-", 1)[1], nginx.url, fake.url,
-                                      args.workers, args.pg)
+                    store, _, extra = name.split("-", 1)[1].partition("-")
+                    if store not in ("sqlite", "postgres") or extra not in ("", "webhooks"):
+                        sys.exit(f"unknown target {name}")
+                    target = Taskgate(dir, args.taskgate, store, nginx.url, fake.url, args.workers, args.pg,
+                                      hook=nginx.url + "/hook" if extra else None)
                 elif name.startswith("litellm-"):
                     target = LiteLLM(dir, args.venv, int(name.split("-", 1)[1]), nginx.url, fake.url)
                 else:
@@ -553,18 +618,45 @@ def main():
                     if not reset_peak_rss(pid):
                         notes.append(f"{name}: peak RSS could not be reset before {api} c={c}: "
                                      "its figure is the peak since the process started")
+                    hooked = isinstance(target, Taskgate) and target.hook
+                    if hooked:
+                        # The warm-up's or the last run's deliveries are not this run's
+                        # (if the outbox is behind, they are: see the notes).
+                        total0, ok0, pending0, _, _ = target.drain(args.drain_seconds)
+                        if pending0:
+                            notes.append(f"{name}: {api} c={c}: started with {pending0} deliveries of earlier "
+                                         f"runs still pending (the outbox is behind)")
                     cpu0 = cpu_seconds(pid)
                     fig = wrk(url, c, args.duration, body, expect, key)
+                    if hooked:
+                        # The outbox's work for this run's calls counts in its CPU;
+                        # the drain alone (no calls) gives its own rate and CPU.
+                        mid = cpu_seconds(pid)
+                        ok_mid = target.deliveries()[1]
+                        total, ok, pending, ended, waited = target.drain(args.drain_seconds)
+                        fig["deliveries"] = f"{ok - ok0}/{total - total0}"
+                        drain_cpu = cpu_seconds(pid) - mid
+                        sent = ok - ok_mid
+                        notes.append(
+                            f"{name}: {api} c={c}: during wrk's {args.duration} s the outbox delivered "
+                            f"{ok_mid - ok0} of {total - total0} new; then "
+                            + (f"it finished in {waited:.1f} s" if not pending else
+                               f"in {waited:.0f} s (the limit) it had not finished: {pending} pending")
+                            + f"; after wrk: {sent} delivered"
+                            + (f", {sent / waited:.0f}/s, {drain_cpu / sent * 1e6:.0f} µs CPU each (no calls running)"
+                               if sent and waited > 0.5 else ""))
                     cpu = cpu_seconds(pid) - cpu0
                     answered = fig["ok"] + fig["bad"]
                     sent += fig["sent"]
                     answered_ok += fig["ok"]
                     cut_off += fig["sent"] - answered
+                    fig.setdefault("deliveries", "")
                     row = dict(target=name, api=api, conns=c, **fig,
                                cpu_us=cpu / answered * 1e6 if answered else float("nan"), rss_mb=peak_rss_mb(pid))
                     rows.append(row)
                     print(f"   {api:14} c={c:<5} {fig['rps']:>9.0f} req/s  p50 {fig['p50']:.2f}  p99 {fig['p99']:.2f} ms  "
-                          f"cpu {row['cpu_us']:.0f} µs/req  rss {row['rss_mb']:.0f} MB  ok {fig['ok']} bad {fig['bad']}",
+                          f"cpu {row['cpu_us']:.0f} µs/req  rss {row['rss_mb']:.0f} MB  ok {fig['ok']} bad {fig['bad']}"
+                          + (f"  deliveries succeeded/made {fig['deliveries']}" if hooked else ""),
                           file=sys.stderr, flush=True)
                 if isinstance(target, Taskgate):
                     notes += target.check(sent, answered_ok, cut_off)
@@ -576,10 +668,11 @@ def main():
             if p is not None:
                 stop(p.proc)
     write(args, rows, notes, runs, targets)
-    shutil.rmtree(dir, ignore_errors=True)
     bad = [r for r in rows if r["bad"]]
     if bad or any("NOT EQUAL" in n or "INCONSISTENT" in n for n in notes):
-        sys.exit("some answers failed or the stores disagree (see the results)")
+        sys.exit(f"some answers failed or the stores disagree (see the results; the stores and logs are "
+                 f"kept in {dir})")
+    shutil.rmtree(dir, ignore_errors=True)
 
 
 def write(args, rows, notes, runs, targets):
@@ -587,7 +680,7 @@ def write(args, rows, notes, runs, targets):
     out.parent.mkdir(parents=True, exist_ok=True)
     ceiling = {(r["api"], r["conns"]): r for r in rows if r["target"] == "ceiling"}
     cols = ["target", "api", "conns", "rps", "p50", "p90", "p99", "added_p50", "added_p99", "cpu_us", "rss_mb",
-            "ok", "bad", "sent"]
+            "ok", "bad", "sent", "deliveries"]
     for r in rows:
         c = ceiling.get((r["api"], r["conns"]))
         r["added_p50"] = r["p50"] - c["p50"] if c else float("nan")
@@ -627,17 +720,24 @@ def write(args, rows, notes, runs, targets):
                     continue
                 f.write(f"| {r['target']} | {r['conns']} | {r['rps']:,.0f} | {r['p50']:.2f} | {r['p90']:.2f} | "
                         f"{r['p99']:.2f} | {added(r['added_p50'])} | {added(r['added_p99'])} | {r['cpu_us']:,.0f} | "
-                        f"{r['rss_mb']:.0f} | {r['ok']} / {r['bad']} |\n")
+                        f"{r['rss_mb']:.0f} | {r['ok']} / {r['bad']}"
+                        + (f" (deliveries succeeded/made {r['deliveries']})" if r["deliveries"] else "") + " |\n")
         ratios = []
         for api, c in runs:
             by = {r["target"]: r for r in rows if r["api"] == api and r["conns"] == c}
             for tg in ("taskgate-sqlite", "taskgate-postgres"):
+                if f"{tg}-webhooks" in by and tg in by:
+                    w, p = by[f"{tg}-webhooks"], by[tg]
+                    ratios.append(f"{api} c={c}: {tg}-webhooks (one delivery a call) uses {w['cpu_us'] - p['cpu_us']:+.0f} "
+                                  f"µs CPU per request ({w['cpu_us'] / p['cpu_us']:.2f}x) and makes "
+                                  f"{w['rps'] / p['rps']:.2f}x the requests/s of {tg}")
                 for ll in ("litellm-1", "litellm-2"):
                     if tg in by and ll in by:
                         ratios.append(f"{api} c={c}: {ll} uses {by[ll]['cpu_us'] / by[tg]['cpu_us']:.1f}x the CPU "
                                       f"per request of {tg}")
             if "ceiling" in by:
-                for tg in ("taskgate-sqlite", "taskgate-postgres"):
+                for tg in ("taskgate-sqlite", "taskgate-postgres", "taskgate-sqlite-webhooks",
+                           "taskgate-postgres-webhooks"):
                     if tg in by:
                         ratios.append(f"{api} c={c}: {tg} uses {by[tg]['cpu_us'] / by['ceiling']['cpu_us']:.1f}x "
                                       f"the upstream's own CPU per request")
@@ -653,6 +753,7 @@ def chart(rows, targets, runs, path):
     """Two panels, requests/s and p99 per run, one bar per target, log scales."""
     import math
     colours = {"ceiling": "#888888", "taskgate-sqlite": "#1f77b4", "taskgate-postgres": "#17becf",
+               "taskgate-sqlite-webhooks": "#2ca02c", "taskgate-postgres-webhooks": "#9467bd",
                "litellm-1": "#d62728", "litellm-2": "#ff7f0e"}
     labels = {"chat": "c=", "chat-streamed": "stream c=", "chat-slow": "50 ms c="}
     groups = [(api, c) for api, c in runs]

@@ -7,6 +7,8 @@
 #   bench/compare.sh                  everything; results in bench/results/<date>-compare.{txt,tsv,svg}
 #   bench/compare.sh --targets ceiling,taskgate-sqlite --conns 1,32 --duration 5
 #                                     any of compare.py's options (--help lists them)
+#   bench/compare.sh --targets ceiling,taskgate-sqlite,taskgate-sqlite-webhooks --conns 1,32
+#                                     what a webhook endpoint costs a call (issue 28)
 #
 # Needs wrk, nginx and sqlite3 (apt-get install -y wrk nginx-light sqlite3), psql and
 # a PostgreSQL (TASKGATE_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test)
@@ -33,6 +35,7 @@ out="$(fresh_result "$(date -u +%Y-%m-%d)-compare" txt)"
 # Two builds: one of both would unify their features and build everything again.
 cargo build --release -p taskgate --bin taskgate >&2
 cargo build --release -p taskgate-providers --example fake_openai >&2
-exec python3 bench/compare.py --taskgate "$PWD/target/release/taskgate" \
-    --fake "$PWD/target/release/examples/fake_openai" \
+target="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
+exec python3 bench/compare.py --taskgate "$target/release/taskgate" \
+    --fake "$target/release/examples/fake_openai" \
     --out "${out%.txt}" "$@"

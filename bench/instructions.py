@@ -3,6 +3,7 @@
 CPU a request that does not move with whatever else the machine is doing.
 
     bench/instructions.py BINARY [BINARY ...] [--calls 400] [--rounds 1] [--out PATH]
+                          [--webhook [with|both]]
 
 For each binary (a release build of Taskgate; `bench/compare.sh`'s target
 `taskgate-sqlite` set-up: SQLite, a chat API on the OpenAI adapter pointed at
@@ -11,8 +12,18 @@ nginx answering at once), runs it under callgrind with instrumentation off, send
 one after another on one kept-alive connection (c=1), dumps, and reports the
 instructions (Ir) of the whole process, all threads, divided by the calls:
 a row per run, `round, binary, calls, Ir a call, Ir a call without the WAL
-checkpoints` (see `checkpoint_ir`: the second is the one to compare).
-Rounds alternate the binaries (A B A B ...). Timers that tick on their own
+checkpoints` (see `checkpoint_ir`: the second is the one to compare),
+then `endpoint` (with a webhook endpoint or without) and `deliveries`
+(succeeded / made, of the counted calls).
+Rounds alternate the binaries (A B A B ...).
+
+--webhook: with a webhook endpoint registered (`compare.sh`'s target
+`taskgate-sqlite-webhooks`: nginx's `/hook` answers 200 at once), so each
+call's end is one delivery, and the count includes the outbox's work for the
+counted calls (the claim, the signed POST, the attempt written): the warm-up's
+deliveries are all made before instrumentation is turned on, and the counted
+calls' before the dump. Every delivery must have succeeded, or the run fails.
+`--webhook both`: each binary without, then with, in every round. Timers that tick on their own
 (the dispatcher's poll each second, the checkpoint thread) run under
 valgrind's slowdown too, so a figure holds a few per cent of them; it is the
 same share for every binary given the same --calls.
@@ -88,18 +99,36 @@ def checkpoint_ir(path):
     return 0
 
 
-def measure(dir, binary, warmup, n):
+def drained(tg, expected):
+    """Waits for the outbox to have made `expected` deliveries, none pending
+    (valgrind's pace: up to 10 minutes); returns (succeeded, made)."""
+    total, ok, pending, _, _ = tg.drain(600)
+    if pending or total != expected:
+        sys.exit(f"the outbox made {total} deliveries ({pending} pending) for {expected} calls; see {tg.proc.log}")
+    return ok, total
+
+
+def measure(dir, binary, warmup, n, webhook=False):
     run = Path(tempfile.mkdtemp(dir=dir))
     out = run / "callgrind.out"
     nginx = compare.Nginx(run)
     tg = None
     try:
-        tg = compare.Taskgate(run, wrapper(run, binary, out), "sqlite", nginx.url, nginx.url, 2048, None)
+        tg = compare.Taskgate(run, wrapper(run, binary, out), "sqlite", nginx.url, nginx.url, 2048, None,
+                              hook=nginx.url + "/hook" if webhook else None)
         port = tg.port
         calls(port, tg.key, warmup)
+        if webhook:
+            ok0, total0 = drained(tg, warmup)
         pid = tg.proc.pid
         subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
         calls(port, tg.key, n)
+        deliveries = "-"
+        if webhook:
+            ok, total = drained(tg, warmup + n)
+            deliveries = f"{ok - ok0}/{total - total0}"
+            if ok != total:
+                sys.exit(f"{total - ok} of {total} deliveries did not succeed; see {tg.proc.log}")
         subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
         subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
         time.sleep(0.5)
@@ -109,7 +138,7 @@ def measure(dir, binary, warmup, n):
             sys.exit(f"no callgrind dump with instructions in {run}")
         total = sum(total_ir(d) for d in dumps)
         checkpoints = sum(checkpoint_ir(d) for d in dumps)
-        return total / n, (total - checkpoints) / n, dumps
+        return total / n, (total - checkpoints) / n, dumps, deliveries
     finally:
         if tg is not None:
             compare.stop(tg.proc)
@@ -123,6 +152,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", help="a file to append the rows to (TSV)")
+    ap.add_argument("--webhook", nargs="?", const="with", default="without", choices=["without", "with", "both"],
+                    help="with a webhook endpoint registered (see above); `both`: without, then with")
     ap.add_argument("--keep", help="keep the runs (callgrind dumps, logs) under this directory, for callgrind_annotate")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control"):
@@ -131,14 +162,17 @@ def main():
     dir = args.keep or tempfile.mkdtemp(prefix="taskgate-instructions-")
     os.makedirs(dir, exist_ok=True)
     rows = []
+    modes = {"without": [False], "with": [True], "both": [False, True]}[args.webhook]
     for r in range(args.rounds):
         for b in args.binaries:
-            ir, hot, dumps = measure(dir, b, args.warmup, args.calls)
-            row = f"{r + 1}\t{b}\t{args.calls}\t{ir:.0f}\t{hot:.0f}"
-            if args.keep:
-                row += "\t" + " ".join(dumps)
-            print(row, flush=True)
-            rows.append(row)
+            for hook in modes:
+                ir, hot, dumps, deliveries = measure(dir, b, args.warmup, args.calls, hook)
+                row = (f"{r + 1}\t{b}\t{args.calls}\t{ir:.0f}\t{hot:.0f}\t"
+                       f"{'endpoint' if hook else 'no endpoint'}\t{deliveries}")
+                if args.keep:
+                    row += "\t" + " ".join(dumps)
+                print(row, flush=True)
+                rows.append(row)
     if args.out:
         with open(args.out, "a") as f:
             f.write("\n".join(rows) + "\n")

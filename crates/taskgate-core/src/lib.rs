@@ -18,6 +18,7 @@ pub mod money;
 mod newtype;
 pub mod task;
 pub mod timestamp;
+pub mod trace;
 pub mod user;
 pub mod webhook;
 

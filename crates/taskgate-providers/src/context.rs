@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use taskgate_core::trace::Tracer;
+
 use crate::{Attempt, AttemptOutcome, LocalClock};
 
 /// A piece of a streaming API's output, as it is generated.
@@ -47,6 +49,10 @@ pub struct ExecContext {
     streamed: bool,
     /// Counts streamed pieces, for telling a slow stream from a stalled one.
     progress: Arc<AtomicU64>,
+    /// Makes the attempts' spans, when traces are exported.
+    tracer: Option<Tracer>,
+    /// The upstream's id of its answer to the current attempt, for its span.
+    response_id: Option<String>,
 }
 
 impl ExecContext {
@@ -59,7 +65,32 @@ impl ExecContext {
             deltas: None,
             streamed: false,
             progress: Arc::new(AtomicU64::new(0)),
+            tracer: None,
+            response_id: None,
         }
+    }
+
+    /// Records the attempts' spans with `tracer` (none: not traced).
+    pub fn traced(mut self, tracer: Option<Tracer>) -> Self {
+        self.tracer = tracer;
+        self
+    }
+
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.tracer.as_ref()
+    }
+
+    /// Notes the upstream's id of its answer (`chatcmpl-…`, `msg_…`), for
+    /// the attempt's span; a no-op when not traced.
+    pub fn response_id(&mut self, id: &str) {
+        if self.tracer.is_some() && !id.is_empty() {
+            self.response_id = Some(id.to_owned());
+        }
+    }
+
+    /// The id noted by the attempt that just ended.
+    pub fn take_response_id(&mut self) -> Option<String> {
+        self.response_id.take()
     }
 
     /// An execution with a deadline `timeout` from now.
@@ -121,6 +152,7 @@ impl ExecContext {
     /// Opens an attempt at `target` of `provider`.
     pub fn begin(&mut self, provider: &str, target: &str) {
         self.streamed = false;
+        self.response_id = None;
         self.open = Some((LocalClock::start(), provider.to_owned(), target.to_owned()));
     }
 

@@ -20,6 +20,16 @@ pub enum Kind {
     Classification,
 }
 
+/// The OpenTelemetry GenAI `gen_ai.operation.name` of an API of `kind`:
+/// the convention's name where it has one, else the kind's own.
+pub fn operation_name(kind: &str) -> &str {
+    match kind {
+        "chat" => "chat",
+        "embedding" => "embeddings",
+        other => other,
+    }
+}
+
 impl Kind {
     pub const ALL: [Kind; 5] = [
         Kind::Chat,

@@ -12,6 +12,7 @@ mod context;
 pub mod kinds;
 pub mod sandbox;
 pub mod schema;
+pub mod trace;
 pub mod upstream;
 
 pub use context::{DeltaSink, ExecContext, Piece};

@@ -19,6 +19,7 @@ use crate::outbox::Outbox;
 use crate::principal::KeyCache;
 use crate::ratelimit::{self, RateLimiter};
 use crate::state::AppState;
+use crate::telemetry::Telemetry;
 use crate::{
     body, client_addr, follow, metrics, openapi, redis, router, serve, stream_slots, usage,
 };
@@ -149,6 +150,11 @@ pub async fn start_with_catalog(
         None => None,
     };
     let runner_of_outbox = runner.clone();
+    let telemetry = Arc::new(Telemetry::start(
+        &config.telemetry,
+        runner.as_str(),
+        config.log_format == config::LogFormat::Json,
+    )?);
     let settings = executor::Settings {
         runner,
         workers: executor::Workers {
@@ -157,6 +163,7 @@ pub async fn start_with_catalog(
         },
         plans: config.plans.clone(),
         lease: Duration::from_millis(config.task_lease_ms),
+        telemetry: telemetry.clone(),
     };
     let executor = Executor::start(
         store.clone(),
@@ -173,6 +180,7 @@ pub async fn start_with_catalog(
         runner_of_outbox,
         clock.clone(),
         shutdown.clone(),
+        telemetry.tracer.clone(),
     )?;
     executor.purge_tasks_past(executor::Retention {
         days: config.task_retention_days,
@@ -208,6 +216,7 @@ pub async fn start_with_catalog(
         catalog,
         executor,
         outbox,
+        telemetry,
         keys: KeyCache::default(),
         openapi,
         sign_in_failures,
@@ -256,6 +265,7 @@ pub async fn start_with_catalog(
         };
         tokio::join!(drained, st.executor.shutdown(grace));
         flush_once(&st).await;
+        st.telemetry.shutdown().await;
         Ok(())
     });
     Ok(Server {

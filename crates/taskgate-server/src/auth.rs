@@ -85,10 +85,18 @@ pub async fn authenticate(
         Ok(ok) => ok,
         Err(e) => return e.into_response(),
     };
+    let caller = crate::telemetry::spans::Caller {
+        account_id: principal.account_id,
+        key_id: principal.key_id,
+    };
     request.extensions_mut().insert(principal);
     let mut response = next.run(request).await;
     if let Some(d) = decision {
         rate_limit_headers(response.headers_mut(), &d, app.clock.now());
+    }
+    // For the request's span.
+    if app.telemetry.tracer.is_some() {
+        response.extensions_mut().insert(caller);
     }
     response
 }

@@ -21,6 +21,7 @@ mod outbound;
 mod plans;
 mod redis_url;
 mod secret;
+mod telemetry;
 mod validate;
 mod webhooks;
 
@@ -40,6 +41,7 @@ pub use outbound::OutboundConfig;
 pub use plans::PlanLimits;
 pub use redis_url::RedisUrl;
 use secret::secret_string;
+pub use telemetry::{OtlpProtocol, TelemetryConfig};
 pub use webhooks::{Span, WebhooksConfig};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,6 +123,8 @@ pub struct Config {
     pub outbound: OutboundConfig,
     /// `[webhooks]`: how task events are delivered.
     pub webhooks: WebhooksConfig,
+    /// `[telemetry]`: traces over OTLP.
+    pub telemetry: TelemetryConfig,
     /// `text` or `json` logs.
     pub log_format: LogFormat,
     /// A tracing filter: `info`, `warn`, `taskgate_server=debug,info`, …
@@ -130,7 +134,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 30] = [
+    pub const KEYS: [&'static str; 31] = [
         "listen",
         "database_url",
         "redis_url",
@@ -159,6 +163,7 @@ impl Config {
         "catalog",
         "outbound",
         "webhooks",
+        "telemetry",
         "log_format",
         "log_level",
     ];
@@ -255,6 +260,7 @@ impl Default for Config {
             catalog: CatalogConfig::default(),
             outbound: OutboundConfig::default(),
             webhooks: WebhooksConfig::default(),
+            telemetry: TelemetryConfig::default(),
             log_format: LogFormat::Text,
             log_level: "info".to_owned(),
         }

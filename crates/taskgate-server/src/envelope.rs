@@ -7,10 +7,11 @@
 //! whole request. It also records the request metrics.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -18,8 +19,11 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use serde::Serialize;
 use taskgate_core::RequestId;
+use taskgate_core::trace::{ActiveSpan, Scope};
 
 use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+use crate::telemetry::spans;
 
 /// A successful payload: serialized JSON for `data`.
 pub struct Data {
@@ -59,7 +63,11 @@ impl IntoResponse for Data {
     }
 }
 
-pub async fn envelope(mut request: Request, next: Next) -> Response {
+pub async fn envelope(
+    State(app): State<Arc<AppState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     // The request's id, for handlers and logs.
     let request_id = RequestId::new();
@@ -69,10 +77,49 @@ pub async fn envelope(mut request: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
-    let method = request.method().clone();
+    // Traced: the request's span, the scope its work (and this layer's) runs
+    // in; with JSON logs, the scope that puts its id on its lines. Else
+    // neither is paid for.
+    let span = app
+        .telemetry
+        .tracer
+        .as_ref()
+        .filter(|_| !spans::UNTRACED_ROUTES.contains(&route.as_str()))
+        .map(|t| spans::request_span(t, &request, &route));
+    let served = serve(request, next, request_id, route, started, span);
+    if app.telemetry.scoped {
+        let scope = Scope {
+            span: None,
+            request_id: Some(request_id),
+        };
+        scope.run(served).await
+    } else {
+        served.await
+    }
+}
 
+async fn serve(
+    request: Request,
+    next: Next,
+    request_id: RequestId,
+    route: String,
+    started: Instant,
+    span: Option<ActiveSpan>,
+) -> Response {
+    let method = request.method().clone();
     // A panic in a handler is a bug; the client still gets the contract's 500.
-    let mut response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+    let handled = AssertUnwindSafe(next.run(request)).catch_unwind();
+    let handled = match &span {
+        Some(span) => {
+            let scope = Scope {
+                span: Some(span.context().clone()),
+                request_id: Some(request_id),
+            };
+            scope.run(handled).await
+        }
+        None => handled.await,
+    };
+    let mut response = match handled {
         Ok(r) => r,
         Err(_) => {
             tracing::error!(request_id = %request_id, "a handler panicked");
@@ -107,6 +154,20 @@ pub async fn envelope(mut request: Request, next: Next) -> Response {
         );
     }
     crate::metrics::record_request(&method, &route, response.status(), started.elapsed());
+    let trace = span.as_ref().map(|s| s.context().trace_id.to_string());
+    tracing::debug!(
+        request_id = %request_id,
+        trace_id = trace.as_deref(),
+        method = %method,
+        route = %route,
+        status = response.status().as_u16(),
+        latency_us = started.elapsed().as_micros() as u64,
+        "request served"
+    );
+    if let Some(span) = span {
+        let caller = response.extensions().get::<spans::Caller>().copied();
+        spans::end_request(span, response.status().as_u16(), request_id, caller);
+    }
     response
 }
 

@@ -35,6 +35,7 @@ pub mod service;
 pub mod state;
 pub mod stream_slots;
 pub mod streams;
+pub mod telemetry;
 pub mod usage;
 pub mod v1;
 pub mod views;

@@ -58,6 +58,9 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/docs", get(meta::docs))
         .nest("/dashboard", dashboard::router())
         .fallback(meta::not_found)
-        .layer(middleware::from_fn(envelope::envelope))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            envelope::envelope,
+        ))
         .with_state(app)
 }

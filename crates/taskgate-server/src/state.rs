@@ -25,6 +25,8 @@ pub struct AppState {
     pub executor: Arc<Executor>,
     /// The sender of webhook deliveries.
     pub outbox: Arc<Outbox>,
+    /// Traces (when exported) and the requests' scopes.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
     pub limiter: RateLimiter,
     pub auth_failures: ratelimit::AuthLimiter,
     pub trusted_proxies: client_addr::TrustedProxies,

@@ -722,7 +722,10 @@ macro_rules! impl_webhooks {
                     runner: &taskgate_core::RunnerId,
                     o: &$crate::DeliveryOutcome,
                 ) -> $crate::StoreResult<bool> {
-                    let mut tx = self.writer().begin().await?;
+                    let mut tx = self
+                        .writer()
+                        .begin_with(Self::statements().begin_write)
+                        .await?;
                     let held: Option<(taskgate_core::DeliveryAttempts,)> = sqlx::query_as(
                         "SELECT attempts FROM webhook_deliveries WHERE seq = $1 AND runner = $2",
                     )

@@ -10,7 +10,6 @@ use serde_json::Value;
 use taskgate_core::duration::parse_duration_ms;
 use taskgate_core::{KeyType, UserStatus};
 use taskgate_server::Config;
-use taskgate_server::config::LogFormat;
 use taskgate_server::service::accounts::FirstStart;
 
 use crate::audit;
@@ -216,7 +215,7 @@ pub fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
         }
         None => figment = figment.merge(Toml::file("taskgate.toml")),
     }
-    let config: Config = figment
+    let mut config: Config = figment
         .merge(
             Env::prefixed("TASKGATE_")
                 // Other tools' TASKGATE_* variables (the tests' ones, say) are not ours.
@@ -234,6 +233,11 @@ pub fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
         )
         .extract()
         .context("invalid configuration")?;
+    // The standard OpenTelemetry variables, over the file's `[telemetry]`.
+    config
+        .telemetry
+        .apply_otel_env(|name| std::env::var(name).ok())
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     config.validate().map_err(anyhow::Error::msg)?;
     Ok(config)
 }
@@ -426,7 +430,7 @@ fn print_value(json: bool, value: &Value) {
 }
 
 async fn serve(config: Config, admin_email: Option<String>) -> anyhow::Result<()> {
-    init_tracing(config.log_format, &config.log_level);
+    taskgate_server::telemetry::logs::init(config.log_format, &config.log_level);
     let admin_email = admin_email
         .as_deref()
         .map(taskgate_core::Email::normalize)
@@ -471,19 +475,6 @@ fn first_start_banner(config: &Config, first: &FirstStart) {
         first.test.secret.expose(),
         first.test.secret.expose(),
     );
-}
-
-fn init_tracing(format: LogFormat, level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if format == LogFormat::Json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }
 
 async fn shutdown_signal() {

@@ -1812,3 +1812,126 @@ fn audit_list_and_verify() {
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["first_bad_event"], list[0]["id"]);
 }
+
+/// `log_format = "json"` and the standard OpenTelemetry variables, as an
+/// operator sets them: every stderr line is one flat JSON object, a
+/// request's line carries its id, and spans reach the collector named by
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` under `OTEL_SERVICE_NAME` with
+/// `OTEL_EXPORTER_OTLP_HEADERS`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_and_otel_variables() {
+    use axum::body::Bytes;
+    use axum::http::HeaderMap;
+
+    type Got = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
+    let got: Got = Arc::default();
+    async fn collect(
+        axum::extract::State(got): axum::extract::State<Got>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> &'static str {
+        got.lock().unwrap().push((headers, body.to_vec()));
+        ""
+    }
+    let app = axum::Router::new()
+        .route("/v1/traces", axum::routing::post(collect))
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let collector = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = TempDir::new("jsonlogs");
+    let http = reqwest::Client::new();
+    let mut serve = Serve::start_with(
+        &dir,
+        free_port(),
+        1,
+        &[
+            ("TASKGATE_LOG_FORMAT", "json"),
+            ("TASKGATE_LOG_LEVEL", "taskgate_server=debug,info"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-team-key=s3cr3t-team-key"),
+            ("OTEL_SERVICE_NAME", "edge-gateway"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ],
+    );
+    serve.ready(&http).await;
+    let key = serve.printed("live key:").await;
+    let r = http
+        .post(format!("{}/api/v1/call", serve.base))
+        .bearer_auth(&key)
+        .json(&json!({"api": "sentiment", "input": {"text": "great"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let request_id = r.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let found = got
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, b)| {
+                b.windows(b"POST /api/v1/call".len())
+                    .any(|w| w == b"POST /api/v1/call")
+            })
+            .cloned();
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span exported:\n{}",
+            serve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(body.0["content-type"], "application/x-protobuf");
+    assert_eq!(body.0["x-team-key"], "s3cr3t-team-key");
+    assert!(
+        body.1.windows(12).any(|w| w == b"edge-gateway"),
+        "service.name from OTEL_SERVICE_NAME"
+    );
+    // The request's own line, with its id at the top level.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !serve.log().contains(&request_id) {
+        assert!(
+            Instant::now() < deadline,
+            "no line of {request_id}:\n{}",
+            serve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    serve.kill();
+    let log = serve.log();
+    assert!(
+        !log.contains("s3cr3t-team-key"),
+        "a header's value is never logged"
+    );
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for line in &lines {
+        for k in ["timestamp", "level", "target", "message"] {
+            assert!(line[k].is_string(), "{k} in {line}");
+        }
+        assert!(line.get("fields").is_none(), "flat: {line}");
+    }
+    let listening = lines
+        .iter()
+        .find(|l| l["message"] == "taskgate is listening")
+        .expect("the listening line");
+    assert!(listening["addr"].is_string(), "{listening}");
+    let served = lines
+        .iter()
+        .find(|l| l["message"] == "request served" && l["request_id"] == request_id.as_str())
+        .unwrap_or_else(|| panic!("the request's line in:\n{log}"));
+    assert_eq!(served["route"], "/api/v1/call");
+    assert_eq!(served["status"], 200);
+    assert!(
+        served["trace_id"].as_str().is_some_and(|t| t.len() == 32),
+        "{served}"
+    );
+}

@@ -52,6 +52,7 @@ impl Adapter for Anthropic {
             .header("anthropic-version", API_VERSION);
         if !conn.stream {
             let v = conn.send_json(rb).await?;
+            crate::trace::note_response_id(call.ctx, &v, "id");
             return chat::Reply::new(input).message(&v, call.model);
         }
         let resp = conn.send(rb).await?;
@@ -70,6 +71,7 @@ impl Adapter for Anthropic {
             match kind {
                 "message_start" => {
                     let m = &data["message"];
+                    crate::trace::note_response_id(ctx, m, "id");
                     reply.model = m.get("model").and_then(Value::as_str).map(str::to_owned);
                     reply.counts.absorb(&m["usage"]);
                 }

@@ -259,6 +259,7 @@ impl Fetcher {
             .timeout(policy.timeout)
             .user_agent(concat!("taskgate/", env!("CARGO_PKG_VERSION")))
             .no_proxy()
+            .http1_only()
             .build()
             .map_err(|e| format!("cannot build the fetch client: {e}"))?;
         Ok(Self { client, policy })

@@ -37,6 +37,7 @@ impl Gemini {
         if !conn.stream {
             let path = format!("/v1beta/models/{}:generateContent", segment(model));
             let v = conn.send_json(conn.json(Method::POST, &path, body)).await?;
+            crate::trace::note_response_id(call.ctx, &v, "responseId");
             let mut answer = chat::Answer::default();
             answer.absorb(&v, None);
             return answer.finish(input, model);
@@ -56,6 +57,7 @@ impl Gemini {
                 let message = error_message(&chunk).unwrap_or_else(|| "unknown error".to_owned());
                 return Err(conn.stream_error(&message));
             }
+            crate::trace::note_response_id(ctx, &chunk, "responseId");
             answer.absorb(&chunk, Some(&mut *ctx));
             Ok(true)
         })

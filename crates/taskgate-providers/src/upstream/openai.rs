@@ -38,6 +38,7 @@ impl OpenAi {
         let rb = self.conn.json(Method::POST, "/chat/completions", body);
         if !stream {
             let v = self.conn.send_json(rb).await?;
+            crate::trace::note_response_id(call.ctx, &v, "id");
             return chat::answer(&v, input, call.model);
         }
         let resp = self.conn.send(rb).await?;
@@ -46,6 +47,7 @@ impl OpenAi {
         // in one go.
         if is_json(&resp) {
             let v = self.conn.read_json(resp).await?;
+            crate::trace::note_response_id(call.ctx, &v, "id");
             let x = chat::answer(&v, input, call.model)?;
             chat::replay(&x, call.ctx);
             return Ok(x);
@@ -67,6 +69,7 @@ impl OpenAi {
             {
                 return Err(self.conn.stream_error(&message));
             }
+            crate::trace::note_response_id(ctx, &chunk, "id");
             answer.absorb(&chunk, ctx);
             Ok(true)
         })

@@ -95,6 +95,7 @@ impl Redactor {
     /// Sends a request to the provider: the one way a request leaves for a
     /// provider, so a failure is never seen unredacted.
     pub async fn send(&self, rb: RequestBuilder) -> Result<Response, Transport> {
+        let rb = crate::trace::propagate(rb);
         #[allow(clippy::disallowed_methods)] // the one place allowed
         let sent = rb.send().await;
         sent.map_err(|e| self.transport(&e))

@@ -229,6 +229,7 @@ impl Config {
         }
         self.check_numbers()?;
         self.webhooks.validate()?;
+        self.telemetry.validate()?;
         for (slug, o) in &self.catalog.apis {
             if o.price_per_call_usd.is_some()
                 && (o.input_price_per_1k_tokens_usd.is_some()

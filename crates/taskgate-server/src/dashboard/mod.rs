@@ -56,6 +56,10 @@ pub fn router() -> Router<Arc<AppState>> {
         )
         .route("/webhooks/{id}", get(webhook_endpoint::details))
         .route(
+            "/webhooks/{id}/edit",
+            get(webhooks::edit_form).post(webhooks::save),
+        )
+        .route(
             "/webhooks/{id}/secret",
             post(webhook_endpoint::reveal_secret),
         )

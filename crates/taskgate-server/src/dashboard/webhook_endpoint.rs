@@ -95,6 +95,7 @@ pub struct EndpointQuery {
 fn notice(done: Option<&str>) -> Option<&'static str> {
     Some(match done? {
         "created" => "Endpoint added.",
+        "saved" => "Endpoint saved.",
         "test" => "A test event is on its way: it is listed below.",
         "enabled" => "Endpoint enabled.",
         "disabled" => "Endpoint disabled: no events are sent to it until it is enabled.",

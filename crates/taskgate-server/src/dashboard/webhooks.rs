@@ -1,5 +1,5 @@
 //! The Webhooks area: the account's endpoints of the mode shown; adding one
-//! (URL, events, description); and the secret that signs the account's calls'
+//! (URL, events, description) and editing one; and the secret that signs the account's calls'
 //! own webhooks. An endpoint's page is `webhook_endpoint.rs`. Who manages
 //! webhooks is who manages keys: owners and admins change them, members only
 //! look (and see no secret).
@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -18,7 +18,7 @@ use super::pages::{Chrome, error_page, not_found, redirect, render, render_with,
 use super::session::{Changes, Session, store_error};
 use super::words;
 use crate::service::Actor;
-use crate::service::webhooks::{self, NewEndpoint, Owner, WebhookError};
+use crate::service::webhooks::{self, EndpointChanges, NewEndpoint, Owner, WebhookError};
 use crate::state::AppState;
 
 pub(super) const SECTION: &str = "/dashboard/webhooks";
@@ -157,10 +157,12 @@ pub async fn list(
     })
 }
 
+/// The form that adds an endpoint, or edits one (`editing` is its id).
 #[derive(Template)]
 #[template(path = "dashboard/webhook_new.html")]
-struct NewPage {
+struct FormPage {
     chrome: Chrome,
+    editing: Option<String>,
     error: Option<String>,
     url: String,
     description: String,
@@ -168,23 +170,35 @@ struct NewPage {
     events: Vec<(&'static str, bool)>,
 }
 
-fn new_page(
-    session: &Session,
-    test: bool,
-    error: Option<String>,
-    url: String,
-    description: String,
-    ticked: &dyn Fn(WebhookEvent) -> bool,
-) -> NewPage {
-    NewPage {
-        chrome: session.chrome(SECTION, test),
-        error,
-        url,
-        description,
-        events: SUBSCRIBABLE
-            .iter()
-            .map(|e| (e.as_str(), ticked(*e)))
-            .collect(),
+impl FormPage {
+    fn new(
+        session: &Session,
+        test: bool,
+        editing: Option<WebhookEndpointId>,
+        fields: &FormFields,
+    ) -> Self {
+        FormPage {
+            chrome: session.chrome(SECTION, test),
+            editing: editing.map(|id| id.to_string()),
+            error: None,
+            url: fields.url.clone(),
+            description: fields.description.clone(),
+            events: SUBSCRIBABLE
+                .iter()
+                .map(|e| (e.as_str(), fields.events.contains(e)))
+                .collect(),
+        }
+    }
+
+    /// The form again, saying why it was refused.
+    fn refused(mut self, e: WebhookError) -> Response {
+        match words::webhook_error(e) {
+            Ok(message) => {
+                self.error = Some(message);
+                render_with(StatusCode::BAD_REQUEST, &self)
+            }
+            Err(e) => store_error(e),
+        }
     }
 }
 
@@ -198,31 +212,70 @@ pub async fn new_form(session: Session, Query(q): Query<ModeQuery>) -> Response 
         return forbidden_to_members();
     }
     let test = q.mode.as_deref() == Some("test");
-    render(&new_page(
-        &session,
-        test,
-        None,
-        String::new(),
-        String::new(),
-        &|e| taskgate_core::WebhookEvents::DEFAULT.contains(e),
-    ))
+    let fields = FormFields {
+        url: String::new(),
+        description: String::new(),
+        events: taskgate_core::WebhookEvents::DEFAULT.list(),
+    };
+    render(&FormPage::new(&session, test, None, &fields))
 }
 
-/// The add form: the repeated `event` field arrives as pairs.
+/// The add and edit forms: the repeated `event` field arrives as pairs.
 #[derive(Deserialize)]
 #[serde(transparent)]
-pub struct CreateForm(Vec<(String, String)>);
+pub struct EndpointForm(Vec<(String, String)>);
 
-impl CreateForm {
+impl EndpointForm {
     fn one(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// Its fields, or `None` when an event is not one an endpoint takes
+    /// (which only a forged form sends).
+    fn fields(&self) -> Option<FormFields> {
+        let mut events = Vec::new();
+        for (k, v) in &self.0 {
+            if k == "event" {
+                match v.parse::<WebhookEvent>() {
+                    Ok(e) if SUBSCRIBABLE.contains(&e) => events.push(e),
+                    _ => return None,
+                }
+            }
+        }
+        let field = |name| self.one(name).unwrap_or_default().trim().to_owned();
+        Some(FormFields {
+            url: field("url"),
+            description: field("description"),
+            events,
+        })
+    }
 }
 
-pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateForm>) -> Response {
+/// What the form holds.
+struct FormFields {
+    url: String,
+    description: String,
+    events: Vec<WebhookEvent>,
+}
+
+impl FormFields {
+    fn of(e: &WebhookEndpoint) -> Self {
+        FormFields {
+            url: e.url.clone(),
+            description: e.description.clone().unwrap_or_default(),
+            events: e.events.list(),
+        }
+    }
+
+    fn description(&self) -> Option<String> {
+        (!self.description.is_empty()).then(|| self.description.clone())
+    }
+}
+
+pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<EndpointForm>) -> Response {
     let Changes {
         session,
         form,
@@ -232,38 +285,13 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
         return forbidden_to_members();
     }
     let test = form.one("mode") == Some("test");
-    let url = form.one("url").unwrap_or_default().trim().to_owned();
-    let description = form
-        .one("description")
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    let mut events = Vec::new();
-    for (k, v) in &form.0 {
-        if k == "event" {
-            match v.parse::<WebhookEvent>() {
-                Ok(e) if SUBSCRIBABLE.contains(&e) => events.push(e),
-                _ => return super::session::bad_form(),
-            }
-        }
-    }
-    let again = |message: String| {
-        render_with(
-            StatusCode::BAD_REQUEST,
-            &new_page(
-                &session,
-                test,
-                Some(message),
-                url.clone(),
-                description.clone(),
-                &|e| events.contains(&e),
-            ),
-        )
+    let Some(fields) = form.fields() else {
+        return super::session::bad_form();
     };
     let new = NewEndpoint {
-        url: url.clone(),
-        events: Some(events.clone()),
-        description: (!description.is_empty()).then(|| description.clone()),
+        url: fields.url.clone(),
+        events: Some(fields.events.clone()),
+        description: fields.description(),
     };
     match webhooks::create(
         &app,
@@ -274,10 +302,73 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
     .await
     {
         Ok(made) => redirect(&format!("{SECTION}/{}?done=created", made.id)),
-        Err(e) => match words::webhook_error(e) {
-            Ok(message) => again(message),
-            Err(e) => store_error(e),
-        },
+        Err(e) => FormPage::new(&session, test, None, &fields).refused(e),
+    }
+}
+
+pub async fn edit_form(
+    State(app): State<Arc<AppState>>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Response {
+    let endpoint = match own_endpoint(&app, &session, &id).await {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    if !session.user.role.manages_account() {
+        return forbidden_to_members();
+    }
+    let test = endpoint.mode == Mode::Test;
+    render(&FormPage::new(
+        &session,
+        test,
+        Some(endpoint.id),
+        &FormFields::of(&endpoint),
+    ))
+}
+
+/// Saves the edit form: its URL, events and description (whether it is
+/// enabled has its own button).
+pub async fn save(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    changes: Changes<EndpointForm>,
+) -> Response {
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
+    let endpoint = match own_endpoint(&app, &session, &id).await {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    if !session.user.role.manages_account() {
+        return forbidden_to_members();
+    }
+    let Some(fields) = form.fields() else {
+        return super::session::bad_form();
+    };
+    // The form does not show `webhook.test` (a test is sent whatever an
+    // endpoint subscribes to); a subscription to it made by the API stays.
+    let mut events = fields.events.clone();
+    if endpoint.events.contains(WebhookEvent::WebhookTest) {
+        events.push(WebhookEvent::WebhookTest);
+    }
+    let changes = EndpointChanges {
+        url: Some(fields.url.clone()),
+        events: Some(events),
+        description: Some(fields.description()),
+        enabled: None,
+    };
+    let owner = owner(&session, endpoint.mode);
+    let audit = Actor::User(&session.user).audit(&origin);
+    match webhooks::update(&app, owner, &audit, endpoint.id, changes).await {
+        Ok(_) => redirect(&format!("{SECTION}/{}?done=saved", endpoint.id)),
+        Err(e) => {
+            let test = endpoint.mode == Mode::Test;
+            FormPage::new(&session, test, Some(endpoint.id), &fields).refused(e)
+        }
     }
 }
 

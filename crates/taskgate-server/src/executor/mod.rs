@@ -57,6 +57,7 @@ pub use housekeeping::{IDEMPOTENCY_TTL_MS, Retention};
 use crate::catalog::Catalog;
 use crate::config::PlanLimits;
 use crate::streams::Streams;
+use crate::telemetry::Telemetry;
 use fair::Fair;
 
 /// The shortest lease: a shorter setting is taken as this, so renewals
@@ -101,6 +102,8 @@ pub struct Executor {
     pub streams: Streams,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// Tasks' spans, when traces are exported.
+    telemetry: Arc<Telemetry>,
 }
 
 /// How an executor runs, from the configuration.
@@ -112,6 +115,7 @@ pub struct Settings {
     pub plans: BTreeMap<PlanName, PlanLimits>,
     /// How long a claim holds without renewal.
     pub lease: Duration,
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl Executor {
@@ -129,6 +133,7 @@ impl Executor {
             workers,
             plans,
             lease,
+            telemetry,
         } = settings;
         let interrupted = store.interrupt_expired(clock.now(), Some(&runner)).await?;
         if !interrupted.is_empty() {
@@ -152,6 +157,7 @@ impl Executor {
             streams: Streams::new(redis),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            telemetry,
         });
         tokio::spawn(executor.clone().dispatch());
         tokio::spawn(executor.clone().maintain());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 use taskgate_core::task::error_code;
-use taskgate_core::{AttemptOutcome, Attempts, Clock, Mode, SandboxOutcome, TaskId};
+use taskgate_core::{AttemptOutcome, Attempts, Clock, Mode, SandboxOutcome, TaskId, TaskStatus};
 use taskgate_providers::{ExecContext, ExecError, Execution, LocalClock, Piece};
 use taskgate_store::{Claim, TaskRecord};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::Executor;
 use super::fair::Lane;
 use crate::catalog::ApiEntry;
+use crate::telemetry::spans;
 
 impl Executor {
     pub(super) async fn run(&self, id: TaskId, lane: Lane) {
@@ -73,35 +74,52 @@ impl Executor {
     /// Runs a task this instance has claimed, under its deadline and token.
     pub(super) async fn execute_claimed(&self, task: TaskRecord, token: CancellationToken) {
         let deadline = Duration::from_millis(task.timeout_ms.max(1) as u64);
-        let mut ctx = ExecContext::with_timeout(deadline);
+        let tracer = self.telemetry.tracer.as_ref();
+        let span = tracer.map(|t| self.telemetry.tasks.started(t, &task));
+        let mut ctx = ExecContext::with_timeout(deadline).traced(tracer.cloned());
         let entry = self.catalog.get(task.api.as_str());
         if entry.is_some_and(|e| e.spec.kind == "chat") {
             let hub = self.streams.open(task.id);
             ctx = ctx.stream_to(Arc::new(move |piece: Piece| hub.push_piece(piece)));
         }
-        let result = match entry {
-            Some(entry) => {
-                tokio::select! {
-                    biased;
-                    _ = token.cancelled() => None,
-                    // The task's deadline is the clock's: a test moves it past.
-                    r = self.clock.timeout(deadline, execute_guarded(entry, &task, &mut ctx, &self.clock)) => Some(match r {
-                        Some(r) => r.and_then(|x| check_output(entry, x)),
-                        None => {
-                            ctx.abandon(AttemptOutcome::Timeout);
-                            Err(ExecError::new(
-                                error_code::TIMEOUT,
-                                format!("The task did not finish within its timeout of {} ms.", task.timeout_ms),
-                            ))
-                        }
-                    }),
+        let work = async {
+            match entry {
+                Some(entry) => {
+                    tokio::select! {
+                        biased;
+                        _ = token.cancelled() => None,
+                        // The task's deadline is the clock's: a test moves it past.
+                        r = self.clock.timeout(deadline, execute_guarded(entry, &task, &mut ctx, &self.clock)) => Some(match r {
+                            Some(r) => r.and_then(|x| check_output(entry, x)),
+                            None => {
+                                ctx.abandon(AttemptOutcome::Timeout);
+                                Err(ExecError::new(
+                                    error_code::TIMEOUT,
+                                    format!("The task did not finish within its timeout of {} ms.", task.timeout_ms),
+                                ))
+                            }
+                        }),
+                    }
                 }
+                None => Some(Err(ExecError::new(
+                    error_code::INTERNAL_ERROR,
+                    "The API of this task is no longer in the catalog.",
+                ))),
             }
-            None => Some(Err(ExecError::new(
-                error_code::INTERNAL_ERROR,
-                "The API of this task is no longer in the catalog.",
-            ))),
         };
+        // Traced, the work runs in the task's span: its attempts' spans are
+        // the task's children, and its log lines carry the trace.
+        let result = match &span {
+            Some(span) => spans::task_scope(span).run(work).await,
+            None => work.await,
+        };
+        if let Some(span) = span {
+            match &result {
+                None => spans::end_task(span, TaskStatus::Cancelled, None),
+                Some(Ok(_)) => spans::end_task(span, TaskStatus::Succeeded, None),
+                Some(Err(e)) => spans::end_task(span, TaskStatus::Failed, Some(&e.code)),
+            }
+        }
         self.running.lock().remove(&task.id);
         if result.is_none() {
             ctx.abandon(AttemptOutcome::Cancelled);
@@ -167,7 +185,34 @@ async fn execute(
         )
     })?;
     if task.mode != Mode::Test {
-        return entry.provider.execute(&entry.spec.slug, &input, ctx).await;
+        // A built-in API runs here: one span of its own, as an upstream
+        // attempt has.
+        let span = (entry.spec.provider == taskgate_providers::builtin::PROVIDER_NAME)
+            .then(|| ctx.tracer().cloned())
+            .flatten()
+            .map(|t| {
+                let operation = taskgate_providers::kinds::operation_name(&entry.spec.kind);
+                let mut span = t.in_current(
+                    format!("{operation} {}", entry.spec.slug),
+                    taskgate_core::trace::SpanKind::Internal,
+                );
+                span.set("gen_ai.operation.name", operation);
+                span.set("gen_ai.provider.name", "taskgate");
+                span.set_with("gen_ai.request.model", || entry.spec.slug.as_str());
+                span
+            });
+        let result = entry.provider.execute(&entry.spec.slug, &input, ctx).await;
+        if let Some(mut span) = span {
+            match &result {
+                Ok(x) => taskgate_providers::trace::usage(&mut span, &x.usage),
+                Err(e) => {
+                    span.set_with("error.type", || e.code.as_str());
+                    span.fail(e.code.clone());
+                }
+            }
+            span.end();
+        }
+        return result;
     }
     // Test mode never leaves the process: the API's sandbox behaviour, shaped
     // by the task's sandbox controls.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use taskgate_core::trace::{SpanKind, Tracer};
 use taskgate_core::{Clock, DeliveryAttempt, Timestamp, WebhookSecret, webhook};
 use taskgate_providers::upstream::fetch::{FetchPolicy, guarded_resolver, url_refusal};
 
@@ -20,17 +21,20 @@ pub struct Client {
     timeout: Duration,
     /// Whether only public addresses are reached.
     guarded: bool,
+    /// Each attempt's span, when traces are exported.
+    tracer: Option<Tracer>,
 }
 
 impl Client {
-    pub fn new(config: &WebhooksConfig) -> Result<Self, String> {
+    pub fn new(config: &WebhooksConfig, tracer: Option<Tracer>) -> Result<Self, String> {
         let timeout = Duration::from_millis(config.timeout_ms);
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout)
             .user_agent(concat!("Taskgate-Webhooks/", env!("CARGO_PKG_VERSION")))
-            .no_proxy();
+            .no_proxy()
+            .http1_only();
         if !config.allow_private_networks {
             builder = builder.dns_resolver(guarded_resolver(FetchPolicy::default()));
         }
@@ -41,10 +45,13 @@ impl Client {
             http,
             timeout,
             guarded: !config.allow_private_networks,
+            tracer,
         })
     }
 
     /// Posts `body` to `url` as message `message_id`, signed by `secrets`.
+    /// Traced, the attempt is a span of its own (a CLIENT span starting a
+    /// trace) and the request carries its `traceparent`.
     pub async fn send(
         &self,
         url: &str,
@@ -52,6 +59,53 @@ impl Client {
         secrets: &[&WebhookSecret],
         body: &str,
         clock: &Clock,
+    ) -> Sent {
+        let Some(tracer) = &self.tracer else {
+            return self.post(url, message_id, secrets, body, clock, None).await;
+        };
+        let mut span = tracer.root("POST", SpanKind::Client, None);
+        span.set("http.request.method", "POST");
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            if let Some(host) = parsed.host_str() {
+                span.set("server.address", host);
+            }
+            // Without its query, which may hold the receiver's token.
+            span.set_with("url.full", || {
+                format!(
+                    "{}://{}{}",
+                    parsed.scheme(),
+                    parsed.host_str().unwrap_or_default(),
+                    parsed.path()
+                )
+            });
+        }
+        span.set_with("taskgate.webhook.message_id", || message_id);
+        let traceparent = span.context().traceparent();
+        let sent = self
+            .post(url, message_id, secrets, body, clock, Some(traceparent))
+            .await;
+        if let Some(status) = sent.status {
+            span.set("http.response.status_code", status);
+        }
+        if !sent.ok {
+            let kind = sent
+                .status
+                .map_or_else(|| "no_answer".to_owned(), |s| s.to_string());
+            span.set("error.type", kind);
+            span.fail(sent.error.clone().unwrap_or_default());
+        }
+        span.end();
+        sent
+    }
+
+    async fn post(
+        &self,
+        url: &str,
+        message_id: &str,
+        secrets: &[&WebhookSecret],
+        body: &str,
+        clock: &Clock,
+        traceparent: Option<String>,
     ) -> Sent {
         let started = Instant::now();
         let Ok(parsed) = reqwest::Url::parse(url) else {
@@ -69,16 +123,19 @@ impl Client {
         let signature = webhook::signature_header(secrets, message_id, timestamp, body.as_bytes());
         // The receiver's URL is its owner's own; no credential of Taskgate's
         // rides on the request but the signature.
-        #[allow(clippy::disallowed_methods)]
-        let request = self
+        let mut request = self
             .http
             .post(parsed)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header("webhook-id", message_id)
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
-            .body(body.to_owned())
-            .send();
+            .body(body.to_owned());
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
+        }
+        #[allow(clippy::disallowed_methods)]
+        let request = request.send();
         let response = match request.await {
             Ok(r) => r,
             Err(e) => {

@@ -47,12 +47,13 @@ impl Outbox {
         runner: RunnerId,
         clock: Clock,
         shutdown: CancellationToken,
+        tracer: Option<taskgate_core::trace::Tracer>,
     ) -> anyhow::Result<Arc<Outbox>> {
         let outbox = Arc::new(Outbox {
             wake: Notify::new(),
         });
         let sender = Sender {
-            client: Client::new(&config).map_err(anyhow::Error::msg)?,
+            client: Client::new(&config, tracer).map_err(anyhow::Error::msg)?,
             store,
             config: Arc::new(config),
             runner,
@@ -107,13 +108,20 @@ impl Sender {
                             };
                             let sender = me.clone();
                             let stop = shutdown.clone();
+                            let outbox = outbox.clone();
                             // Abandoned at a stop: sent again once its lease ends.
                             tokio::spawn(async move {
-                                tokio::select! {
-                                    () = stop.cancelled() => {}
-                                    () = sender.deliver(d, now) => {}
-                                }
+                                let done = tokio::select! {
+                                    () = stop.cancelled() => false,
+                                    () = sender.deliver(d, now) => true,
+                                };
                                 drop(slot);
+                                // Its destination has a turn free: the next
+                                // of its backlog goes now, not at the next
+                                // poll (wake-ups coalesce into one claim).
+                                if done {
+                                    outbox.wake();
+                                }
                             });
                         }
                     }

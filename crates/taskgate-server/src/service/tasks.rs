@@ -110,6 +110,11 @@ pub async fn cancel(
     }
     app.executor.cancel_running(task.id);
     app.executor.notify(&task);
+    // Cancelled while queued here: its span ends now (a running task's
+    // ends with its run).
+    app.telemetry
+        .tasks
+        .ended_unrun(task.id, TaskStatus::Cancelled);
     Ok(task)
 }
 

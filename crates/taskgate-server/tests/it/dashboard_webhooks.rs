@@ -97,6 +97,7 @@ async fn an_endpoint_from_the_dashboard(backend: Backend) {
         ">Rotate secret</button>",
         ">Send test event</button>",
         ">Disable</button>",
+        ">Edit</a>",
         ">Delete</a>",
     ] {
         assert!(details.text.contains(button), "{button}");
@@ -144,6 +145,54 @@ async fn an_endpoint_from_the_dashboard(backend: Backend) {
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
     assert!(stored().await.disabled.is_none());
     assert!(b.get(&path).await.text.contains(">Disable</button>"));
+
+    // Edit: the form shows what it is; a bad URL is refused with the form
+    // again; a good one is saved (URL, events, description).
+    let form = b.get(&format!("{path}/edit")).await;
+    assert_eq!(form.status, StatusCode::OK, "{}", form.text);
+    assert!(form.text.contains(&format!("value=\"{URL}\"")));
+    assert!(form.text.contains("value=\"task.succeeded\" checked"));
+    assert!(!form.text.contains("value=\"task.running\" checked"));
+    let edit = |url: &'static str| {
+        [
+            ("csrf", csrf.clone()),
+            ("url", url.to_owned()),
+            ("event", "task.running".to_owned()),
+            ("event", "task.cancelled".to_owned()),
+            ("description", "renamed".to_owned()),
+        ]
+    };
+    let fields = edit("ftp://hooks.example.com/x");
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let r = b.post(&format!("{path}/edit"), &fields).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("role=\"alert\""), "{}", r.text);
+    assert!(
+        r.text.contains("ftp://hooks.example.com/x"),
+        "what was typed stays"
+    );
+    assert_eq!(stored().await.url, URL, "nothing changed");
+    let fields = edit("https://hooks.example.com/edited");
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let r = b.post(&format!("{path}/edit"), &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    assert!(
+        b.get(&r.location.unwrap())
+            .await
+            .text
+            .contains("Endpoint saved.")
+    );
+    let edited = stored().await;
+    assert_eq!(edited.url, "https://hooks.example.com/edited");
+    assert_eq!(edited.description.as_deref(), Some("renamed"));
+    assert_eq!(
+        edited.events.list(),
+        [
+            taskgate_core::WebhookEvent::TaskRunning,
+            taskgate_core::WebhookEvent::TaskCancelled
+        ]
+    );
+    assert!(edited.disabled.is_none(), "still enabled");
 
     let r = post(&mut b, &format!("{path}/test"), &csrf).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
@@ -200,7 +249,12 @@ async fn an_endpoint_from_the_dashboard(backend: Backend) {
     let r = post(&mut b, &format!("{path}/delete"), &confirm.csrf()).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
     assert_eq!(r.location.as_deref(), Some("/dashboard/webhooks"));
-    assert!(!b.get("/dashboard/webhooks").await.text.contains(URL));
+    assert!(
+        !b.get("/dashboard/webhooks")
+            .await
+            .text
+            .contains("hooks.example.com/edited")
+    );
     assert_eq!(b.get(&path).await.status, StatusCode::NOT_FOUND);
     let left = app
         .store
@@ -389,10 +443,16 @@ async fn members_and_strangers(backend: Backend) {
     assert!(!page.text.contains("Reveal secret"));
     assert!(!page.text.contains(">Retry<"));
     let csrf = page.csrf();
-    assert_eq!(
-        member.get("/dashboard/webhooks/new").await.status,
-        StatusCode::FORBIDDEN
-    );
+    for path in [
+        "/dashboard/webhooks/new".to_owned(),
+        format!("/dashboard/webhooks/{id}/edit"),
+    ] {
+        assert_eq!(
+            member.get(&path).await.status,
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+    }
     assert_eq!(
         member
             .get(&format!("/dashboard/webhooks/{id}/delete"))
@@ -417,6 +477,7 @@ async fn members_and_strangers(backend: Backend) {
         "test",
         "disable",
         "enable",
+        "edit",
         "delete",
     ]
     .map(|a| format!("/dashboard/webhooks/{id}/{a}"));
@@ -459,6 +520,7 @@ async fn members_and_strangers(backend: Backend) {
         .unwrap()
         .expect("not deleted");
     assert_eq!(after.secret.expose(), before.secret.expose(), "not rotated");
+    assert_eq!(after.url, URL, "not edited");
     assert!(after.disabled.is_none());
     let deliveries = app
         .store
@@ -505,6 +567,7 @@ async fn csrf_on_every_post(backend: Backend) {
         "test",
         "disable",
         "enable",
+        "edit",
         "delete",
     ]
     .iter()
@@ -545,6 +608,7 @@ async fn csrf_on_every_post(backend: Backend) {
         .unwrap()
         .expect("not deleted");
     assert_eq!(after.secret.expose(), before.secret.expose());
+    assert_eq!(after.url, URL, "not edited");
     assert!(after.disabled.is_none());
     let all = app
         .store

@@ -114,6 +114,7 @@ async fn a_panicking_execution_fails_its_task_and_the_worker_goes_on() {
         workers: taskgate_server::executor::Workers { live: 1, test: 1 },
         plans: Default::default(),
         lease: std::time::Duration::from_secs(30),
+        telemetry: Arc::new(taskgate_server::telemetry::Telemetry::off(false)),
     };
     let executor = Executor::start(
         store.clone(),

@@ -28,6 +28,7 @@ mod operator;
 mod secrets;
 mod streams;
 mod tasks;
+mod telemetry;
 mod test_mode;
 mod token_usage;
 mod upstream;

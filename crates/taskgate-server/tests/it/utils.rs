@@ -449,6 +449,11 @@ impl TestClient {
             .await
     }
 
+    pub async fn patch(&self, path: &str, body: Value) -> Resp {
+        self.send(self.request(reqwest::Method::PATCH, path).json(&body))
+            .await
+    }
+
     pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Resp {
         self.send(
             self.request(reqwest::Method::POST, path)

@@ -174,6 +174,15 @@ async fn app_with(backend: Backend, schedule: &[&str]) -> Option<TestApp> {
 }
 
 async fn app_with_timeout(backend: Backend, schedule: &[&str], timeout_ms: u64) -> Option<TestApp> {
+    app_configured(backend, schedule, |c| c.webhooks.timeout_ms = timeout_ms).await
+}
+
+/// An app reaching loopback receivers on `schedule`, then `more` of its own.
+async fn app_configured(
+    backend: Backend,
+    schedule: &[&str],
+    more: impl FnOnce(&mut taskgate_server::Config),
+) -> Option<TestApp> {
     let schedule: Vec<_> = schedule
         .iter()
         .map(|s| taskgate_server::config::Span::parse(s).unwrap())
@@ -182,7 +191,8 @@ async fn app_with_timeout(backend: Backend, schedule: &[&str], timeout_ms: u64) 
         .config(move |c| {
             c.webhooks.allow_private_networks = true;
             c.webhooks.retry_schedule = schedule;
-            c.webhooks.timeout_ms = timeout_ms;
+            c.webhooks.timeout_ms = 2_000;
+            more(c);
         })
         .start()
         .await
@@ -245,11 +255,9 @@ async fn endpoints_are_managed_per_account_and_mode(backend: Backend) {
     assert_eq!(empty.data()["items"], json!([]));
 
     let changed = live
-        .send(
-            live.request(reqwest::Method::PATCH, &format!("webhook_endpoints/{id}"))
-                .json(
-                    &json!({ "events": ["task.running"], "enabled": false, "description": null }),
-                ),
+        .patch(
+            &format!("webhook_endpoints/{id}"),
+            json!({ "events": ["task.running"], "enabled": false, "description": null }),
         )
         .await
         .expect(200);
@@ -488,6 +496,126 @@ async fn failures_are_retried_on_schedule_until_exhausted(backend: Backend) {
     assert_eq!(exhausted["next_attempt_at"], json!(null));
 }
 both!(failures_are_retried_on_schedule_until_exhausted);
+
+async fn retry_after_is_honoured_within_the_longest_step(backend: Backend) {
+    let Some(app) = app_with(backend, &["0s", "5s", "60s", "5s"]).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let busy = |after: &str| {
+        Response::builder()
+            .status(503)
+            .header("retry-after", after)
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    // Asks for 30 s: longer than the 5 s step, so it waits 30 s.
+    rx.answer(busy("30"));
+    // Asks for a day: clamped to the longest step, 60 s.
+    rx.answer(busy("86400"));
+    let live = app.client(&app.live);
+    live.post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    live.call(sentiment("later")).await.expect(200);
+    rx.wait_for(1).await;
+    let d = first_delivery(&live, "failed", "the 503 recorded").await;
+    let at = d["attempts"][0]["at"].as_str().unwrap().to_owned();
+    let next = d["next_attempt_at"].as_str().unwrap().to_owned();
+    let gap = |a: &str, b: &str| {
+        let p = |s: &str| {
+            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
+        };
+        (p(b) - p(a)).whole_seconds()
+    };
+    assert_eq!(gap(&at, &next), 30, "Retry-After: 30 honoured");
+    app.clock.advance(Duration::from_secs(6));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(rx.got().len(), 1, "the 5 s step gave way to Retry-After");
+    app.clock.advance(Duration::from_secs(25));
+    rx.wait_for(2).await;
+    let id = d["id"].as_str().unwrap().to_owned();
+    let d = eventually(
+        Duration::from_secs(10),
+        "the second attempt recorded",
+        || {
+            let live = &live;
+            let id = &id;
+            async move {
+                let r = live
+                    .get(&format!("webhook_deliveries/{id}"))
+                    .await
+                    .expect(200);
+                (r.data()["attempts"].as_array().unwrap().len() == 2).then(|| r.data().clone())
+            }
+        },
+    )
+    .await;
+    let at = d["attempts"][1]["at"].as_str().unwrap();
+    let next = d["next_attempt_at"].as_str().unwrap();
+    assert_eq!(gap(at, next), 60, "a day's Retry-After clamped to 60 s");
+}
+both!(retry_after_is_honoured_within_the_longest_step);
+
+async fn an_endpoint_failing_past_disable_after_is_disabled(backend: Backend) {
+    let Some(app) = app_configured(backend, &["0s", "5s", "5s", "5s"], |c| {
+        c.webhooks.disable_after = taskgate_server::config::Span::parse("10s").unwrap();
+    })
+    .await
+    else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    for _ in 0..10 {
+        rx.answer(StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    let live = app.client(&app.live);
+    let e = live
+        .post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    let id = e.data()["id"].as_str().unwrap().to_owned();
+    let enabled = |live: &crate::utils::TestClient| {
+        let path = format!("webhook_endpoints/{id}");
+        let live = live.clone();
+        async move { live.get(&path).await.expect(200).data().clone() }
+    };
+    live.call(sentiment("down")).await.expect(200);
+    rx.wait_for(1).await;
+    app.clock.advance(Duration::from_secs(6));
+    rx.wait_for(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = enabled(&live).await;
+    assert_eq!(now["enabled"], json!(true), "failing for 6 s of 10: {now}");
+    app.clock.advance(Duration::from_secs(6));
+    rx.wait_for(3).await;
+    let off = eventually(
+        Duration::from_secs(10),
+        "disabled after 10 s failing",
+        || {
+            let e = enabled(&live);
+            async move {
+                let e = e.await;
+                (e["enabled"] == json!(false)).then_some(e)
+            }
+        },
+    )
+    .await;
+    assert_eq!(off["disabled_reason"], json!("failing"));
+    // Enabling it again starts a fresh run: one more failure does not
+    // disable it at once.
+    live.patch(
+        &format!("webhook_endpoints/{id}"),
+        json!({ "enabled": true }),
+    )
+    .await
+    .expect(200);
+    live.call(sentiment("again")).await.expect(200);
+    rx.wait_for(4).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(enabled(&live).await["enabled"], json!(true));
+}
+both!(an_endpoint_failing_past_disable_after_is_disabled);
 
 async fn gone_disables_and_redirects_are_not_followed(backend: Backend) {
     let Some(app) = webhook_app(backend).await else {

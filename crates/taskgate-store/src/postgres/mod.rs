@@ -29,6 +29,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
         append_before: "(events::jsonb || jsonb_build_array(",
         append_after: "::jsonb))::text",
         skip_locked: " FOR UPDATE SKIP LOCKED",
+        begin_write: "BEGIN",
     })
 });
 

@@ -117,6 +117,11 @@ pub struct Dialect {
     /// other's rows (PostgreSQL's `FOR UPDATE SKIP LOCKED`; SQLite has one
     /// writer).
     pub skip_locked: &'static str,
+    /// How a transaction that reads, then writes, begins: on SQLite it must
+    /// take the write lock first (`BEGIN IMMEDIATE`), or a commit of the hot
+    /// path's writer between its read and its write fails it with
+    /// `SQLITE_BUSY_SNAPSHOT`, which no wait cures.
+    pub begin_write: &'static str,
 }
 
 /// `status = '<state>'`, or `status IN ('<state>', '<state>', …)`.
@@ -159,6 +164,8 @@ pub struct Statements {
     /// lease, `$4` limit, `$5` the runner whose holdings are taken back,
     /// `$6` held at once per destination at most.
     pub claim_deliveries: String,
+    /// [`Dialect::begin_write`].
+    pub begin_write: &'static str,
 }
 
 impl Statements {
@@ -232,6 +239,7 @@ impl Statements {
                 d.skip_locked,
                 crate::webhooks::delivery_columns!()
             ),
+            begin_write: d.begin_write,
             renew_prefix: format!(
                 "UPDATE tasks SET lease_until = $2 WHERE {} AND runner = $1 AND id IN (",
                 status_in(&[TaskStatus::Running])
@@ -405,6 +413,7 @@ mod tests {
             append_before: "f(",
             append_after: ")",
             skip_locked: "",
+            begin_write: "BEGIN",
         });
         let set = |t: TaskStatus| format!("UPDATE tasks SET status = '{t}',");
         let is = |t: TaskStatus| format!("status = '{t}'");

@@ -33,6 +33,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
         append_before: "json_insert(events, '$[#]', json(",
         append_after: "))",
         skip_locked: "",
+        begin_write: "BEGIN IMMEDIATE",
     })
 });
 

@@ -275,6 +275,12 @@ async fn start_held(
         release().await;
         return Err(e.into());
     }
+    // The task's span, under the request's, before a worker can start it.
+    if let Some(tracer) = &app.telemetry.tracer {
+        app.telemetry
+            .tasks
+            .created(tracer, id, task.api.as_str(), task.mode);
+    }
     // The wait is registered first: a fast task may finish before enqueue
     // returns.
     let done = wait.then(|| app.executor.wait(id));
@@ -287,6 +293,7 @@ async fn start_held(
         Err(e) => {
             drop(done);
             app.executor.forget(id);
+            app.telemetry.tasks.forget(id);
             release().await;
             return Err(e.into());
         }
