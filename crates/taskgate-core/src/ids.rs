@@ -170,6 +170,12 @@ id_type!(
 );
 
 id_type!(
+    /// An event of the audit log: `aud_…`.
+    AuditId,
+    "aud_"
+);
+
+id_type!(
     /// A webhook endpoint: `whe_…`.
     WebhookEndpointId,
     "whe_"

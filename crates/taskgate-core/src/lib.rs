@@ -8,6 +8,7 @@
 
 pub mod account;
 pub mod attempt;
+pub mod audit;
 pub mod clock;
 pub mod column;
 pub mod duration;
@@ -23,9 +24,12 @@ pub mod webhook;
 
 pub use account::{AccountStatus, ApiList, ApiSlug, PlanName};
 pub use attempt::{Attempt, AttemptOutcome, Attempts};
+pub use audit::{
+    ActorType, AuditAction, AuditActor, AuditContext, AuditEntry, AuditEvent, AuditTarget, Changes,
+};
 pub use clock::Clock;
 pub use ids::{
-    AccountId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId, WebhookDeliveryId,
+    AccountId, AuditId, IdError, KeyId, RequestId, RunnerId, TaskId, UserId, WebhookDeliveryId,
     WebhookEndpointId,
 };
 pub use key::{ApiKeySecret, KeyType, Mode, Scope, Scopes};

@@ -343,6 +343,10 @@ async fn purge_once(state: &AppState) {
     if let Err(e) = state.store.purge_sessions(now, now.minus_ms(idle)).await {
         tracing::warn!(error = %e, "cannot purge ended sessions");
     }
+    let days = state.config.audit_retention_days;
+    if let Err(e) = crate::service::audit::purge(&*state.store, days, now).await {
+        tracing::warn!(error = %e, "cannot purge old audit events");
+    }
     let kept = i64::from(state.config.webhooks.retention_days) * 86_400_000;
     loop {
         match state

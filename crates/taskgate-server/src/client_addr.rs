@@ -17,9 +17,18 @@
 
 use std::net::IpAddr;
 
-use axum::http::HeaderMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 use taskgate_providers::upstream::fetch::Cidr;
+
+use crate::service::Origin;
+use crate::state::AppState;
 
 /// Hops read at most, whatever the headers hold.
 const MAX_HOPS: usize = 32;
@@ -101,6 +110,29 @@ impl TrustedProxies {
             }
         }
         nearest
+    }
+}
+
+/// A request's origin for the audit log: its client's address (as the
+/// trusted proxies name it) and its `User-Agent`. Every door that changes
+/// something takes it beside its principal.
+impl FromRequestParts<Arc<AppState>> for Origin {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<AppState>,
+    ) -> Result<Self, Infallible> {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(a)| a.ip());
+        let ip = peer.map(|p| app.trusted_proxies.client(p, &parts.headers));
+        let user_agent = parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
+        Ok(Origin::http(ip, user_agent))
     }
 }
 

@@ -77,6 +77,10 @@ pub struct Config {
     /// what they store); 0: they are kept as `task_retention_days` says.
     /// The shorter of the two holds for test tasks.
     pub test_task_retention_days: u32,
+    /// Audit log events older than this many days are deleted (with the
+    /// other purges, every ten minutes); the hash of the newest deleted is
+    /// kept as the checkpoint verification starts from. 0 keeps them all.
+    pub audit_retention_days: u32,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// Live tasks executed at once by this instance.
@@ -130,7 +134,7 @@ pub struct Config {
 impl Config {
     /// The top-level keys, for telling configuration variables from other
     /// `TASKGATE_*` variables in the environment.
-    pub const KEYS: [&'static str; 30] = [
+    pub const KEYS: [&'static str; 31] = [
         "listen",
         "database_url",
         "redis_url",
@@ -141,6 +145,7 @@ impl Config {
         "task_lease_ms",
         "task_retention_days",
         "test_task_retention_days",
+        "audit_retention_days",
         "max_body_bytes",
         "workers",
         "test_workers",
@@ -236,6 +241,7 @@ impl Default for Config {
             shutdown_grace_ms: 30_000,
             task_retention_days: 0,
             test_task_retention_days: 7,
+            audit_retention_days: 0,
             task_lease_ms: 30_000,
             max_body_bytes: 10 * 1024 * 1024,
             workers: 256,

@@ -28,6 +28,7 @@
 //! `dyn Store` need no import; code generic over a backend takes the traits
 //! from [`prelude`].
 
+pub mod audit;
 mod backend;
 mod postgres;
 mod records;
@@ -43,9 +44,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use taskgate_core::{
-    AccountId, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RequestId, TaskId, Timestamp,
+    AccountId, AuditContext, ForbiddenTransition, IdempotencyKey, KeyId, Mode, RequestId, TaskId,
+    Timestamp,
 };
 
+pub use audit::{AuditBreak, AuditCheckpoint, AuditQuery, AuditStore, AuditVerification};
 pub use records::*;
 pub use taskgate_core::{Attempts, TaskStatus, Transition};
 pub use tasks::{Claim, ClientTasks, TaskEnd, TaskQueue};
@@ -56,8 +59,8 @@ pub use webhooks::{ENQUEUE as ENQUEUE_WEBHOOKS, MAX_ATTEMPTS_KEPT, WebhookStore}
 /// The store's traits, for `use taskgate_store::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        AccountStore, ClientTasks, IdempotencyStore, KeyStore, RequestStore, SessionStore, Store,
-        TaskQueue, UsageStore, UserStore, WebhookStore,
+        AccountStore, AuditStore, ClientTasks, IdempotencyStore, KeyStore, RequestStore,
+        SessionStore, Store, TaskQueue, UsageStore, UserStore, WebhookStore,
     };
 }
 
@@ -142,21 +145,31 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// Accounts.
 #[async_trait]
 pub trait AccountStore: Send + Sync {
-    async fn create_account(&self, account: &Account) -> StoreResult<()>;
+    /// Writes `account.created` by `audit`'s actor.
+    async fn create_account(&self, account: &Account, audit: &AuditContext) -> StoreResult<()>;
     async fn get_account(&self, id: AccountId) -> StoreResult<Option<Account>>;
     async fn list_accounts(&self) -> StoreResult<Vec<Account>>;
     async fn count_accounts(&self) -> StoreResult<i64>;
+    /// Writes `account.updated` with the fields that changed (none if
+    /// nothing did).
     async fn update_account(
         &self,
         id: AccountId,
         update: &AccountUpdate,
+        audit: &AuditContext,
     ) -> StoreResult<Option<Account>>;
 }
 
 /// API keys (their records; secrets are stored only as hashes).
 #[async_trait]
 pub trait KeyStore: Send + Sync {
-    async fn create_key(&self, key: &KeyRecord, key_hash: &str) -> StoreResult<()>;
+    /// Writes `key.created` (the key's hint, never its secret nor hash).
+    async fn create_key(
+        &self,
+        key: &KeyRecord,
+        key_hash: &str,
+        audit: &AuditContext,
+    ) -> StoreResult<()>;
     async fn get_key(&self, id: KeyId) -> StoreResult<Option<KeyRecord>>;
     /// The key with this hash and its account, whatever their state.
     async fn find_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<(KeyRecord, Account)>>;
@@ -178,14 +191,22 @@ pub trait KeyStore: Send + Sync {
         mode: Mode,
         now: Timestamp,
     ) -> StoreResult<(i64, i64)>;
-    async fn revoke_key(&self, id: KeyId, at: Timestamp) -> StoreResult<Option<KeyRecord>>;
-    /// Creates `new` and makes `old_id` expire at `old_expires_at`, atomically.
+    /// Writes `key.revoked` unless it was revoked already.
+    async fn revoke_key(
+        &self,
+        id: KeyId,
+        at: Timestamp,
+        audit: &AuditContext,
+    ) -> StoreResult<Option<KeyRecord>>;
+    /// Creates `new` and makes `old_id` expire at `old_expires_at`,
+    /// atomically; writes `key.rolled` of the old key.
     async fn roll_key(
         &self,
         old_id: KeyId,
         new: &KeyRecord,
         new_hash: &str,
         old_expires_at: Timestamp,
+        audit: &AuditContext,
     ) -> StoreResult<()>;
     async fn touch_keys(&self, used: &[(KeyId, Timestamp)]) -> StoreResult<()>;
 }
@@ -272,6 +293,7 @@ pub trait Store:
     + SessionStore
     + RequestStore
     + WebhookStore
+    + AuditStore
     + Send
     + Sync
     + 'static

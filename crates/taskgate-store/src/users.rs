@@ -2,7 +2,7 @@
 //! implementation both backends share (the SQL is the same on both).
 
 use async_trait::async_trait;
-use taskgate_core::{AccountId, Email, Role, Timestamp, UserId, UserStatus};
+use taskgate_core::{AccountId, AuditContext, Email, Role, Timestamp, UserId, UserStatus};
 
 use crate::StoreResult;
 
@@ -35,25 +35,37 @@ pub struct SessionRecord {
 /// Users. An email belongs to one user (a second is [`crate::StoreError::Conflict`]).
 #[async_trait]
 pub trait UserStore: Send + Sync {
-    async fn create_user(&self, user: &UserRecord) -> StoreResult<()>;
+    /// Writes `user.created`.
+    async fn create_user(&self, user: &UserRecord, audit: &AuditContext) -> StoreResult<()>;
     async fn get_user(&self, id: UserId) -> StoreResult<Option<UserRecord>>;
     async fn find_user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
     /// The users of one account, or of every account; oldest first.
     async fn list_users(&self, account_id: Option<AccountId>) -> StoreResult<Vec<UserRecord>>;
     async fn count_users(&self) -> StoreResult<i64>;
     /// Disabling a user also ends their sessions, in one transaction.
+    /// Writes `user.disabled` or `user.enabled` if the status changed.
     async fn set_user_status(
         &self,
         id: UserId,
         status: UserStatus,
+        audit: &AuditContext,
     ) -> StoreResult<Option<UserRecord>>;
     /// A new password also ends the user's sessions, in one transaction.
+    /// Writes `user.password_changed` when the actor is the user, else
+    /// `user.password_reset` (never the hash).
     async fn set_password(
         &self,
         id: UserId,
         password_hash: &str,
+        audit: &AuditContext,
     ) -> StoreResult<Option<UserRecord>>;
-    async fn record_sign_in(&self, id: UserId, at: Timestamp) -> StoreResult<()>;
+    /// Writes `user.signed_in`.
+    async fn record_sign_in(
+        &self,
+        id: UserId,
+        at: Timestamp,
+        audit: &AuditContext,
+    ) -> StoreResult<()>;
 }
 
 /// Sessions.
@@ -96,7 +108,13 @@ macro_rules! impl_users {
 
             #[async_trait::async_trait]
             impl $crate::UserStore for $store {
-                async fn create_user(&self, u: &$crate::UserRecord) -> $crate::StoreResult<()> {
+                async fn create_user(
+                    &self,
+                    u: &$crate::UserRecord,
+                    audit: &taskgate_core::AuditContext,
+                ) -> $crate::StoreResult<()> {
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
                     let r = sqlx::query(concat!(
                         "INSERT INTO users (",
                         $crate::users::user_columns!(),
@@ -110,10 +128,24 @@ macro_rules! impl_users {
                     .bind(&u.password_hash)
                     .bind(u.created_at)
                     .bind(u.last_sign_in_at)
-                    .execute(self.writer())
+                    .execute(&mut *tx)
                     .await;
                     match r {
-                        Ok(_) => Ok(()),
+                        Ok(_) => {
+                            let mut changes = taskgate_core::Changes::new();
+                            taskgate_core::audit::created(&mut changes, "email", &u.email);
+                            taskgate_core::audit::created(&mut changes, "role", u.role.as_str());
+                            taskgate_core::audit::created(&mut changes, "status", u.status.as_str());
+                            let entry = audit.entry(
+                                taskgate_core::AuditAction::UserCreated,
+                                Some(u.account_id),
+                                taskgate_core::AuditTarget::user(u.id),
+                                changes,
+                            );
+                            $crate::audit::audit_append!(tx, head, &entry);
+                            tx.commit().await?;
+                            Ok(())
+                        }
                         Err(e) if $crate::users::is_unique_violation(&e) => Err(
                             $crate::StoreError::Conflict(format!("a user with email {} exists", u.email.as_str())),
                         ),
@@ -174,8 +206,15 @@ macro_rules! impl_users {
                     &self,
                     id: taskgate_core::UserId,
                     status: taskgate_core::UserStatus,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
                     let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let before: Option<(taskgate_core::UserStatus,)> =
+                        sqlx::query_as("SELECT status FROM users WHERE id = $1")
+                            .bind(id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
                     let user: Option<$crate::UserRecord> = sqlx::query_as(concat!(
                         "UPDATE users SET status = $2 WHERE id = $1 RETURNING ",
                         $crate::users::user_columns!()
@@ -190,6 +229,29 @@ macro_rules! impl_users {
                             .execute(&mut *tx)
                             .await?;
                     }
+                    if let (Some((was,)), Some(u)) = (before, &user)
+                        && was != u.status
+                    {
+                        let action = if u.status == taskgate_core::UserStatus::Active {
+                            taskgate_core::AuditAction::UserEnabled
+                        } else {
+                            taskgate_core::AuditAction::UserDisabled
+                        };
+                        let mut changes = taskgate_core::Changes::new();
+                        taskgate_core::audit::change(
+                            &mut changes,
+                            "status",
+                            was.as_str(),
+                            u.status.as_str(),
+                        );
+                        let entry = audit.entry(
+                            action,
+                            Some(u.account_id),
+                            taskgate_core::AuditTarget::user(u.id),
+                            changes,
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
                     tx.commit().await?;
                     Ok(user)
                 }
@@ -198,8 +260,10 @@ macro_rules! impl_users {
                     &self,
                     id: taskgate_core::UserId,
                     password_hash: &str,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<Option<$crate::UserRecord>> {
                     let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
                     let user: Option<$crate::UserRecord> = sqlx::query_as(concat!(
                         "UPDATE users SET password_hash = $2 WHERE id = $1 RETURNING ",
                         $crate::users::user_columns!()
@@ -212,6 +276,23 @@ macro_rules! impl_users {
                         .bind(id)
                         .execute(&mut *tx)
                         .await?;
+                    if let Some(u) = &user {
+                        // The user's own change, or someone else's reset.
+                        let own = audit.actor.kind == taskgate_core::ActorType::User
+                            && audit.actor.id == u.id.to_string();
+                        let action = if own {
+                            taskgate_core::AuditAction::UserPasswordChanged
+                        } else {
+                            taskgate_core::AuditAction::UserPasswordReset
+                        };
+                        let entry = audit.entry(
+                            action,
+                            Some(u.account_id),
+                            taskgate_core::AuditTarget::user(u.id),
+                            taskgate_core::Changes::new(),
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
                     tx.commit().await?;
                     Ok(user)
                 }
@@ -220,12 +301,27 @@ macro_rules! impl_users {
                     &self,
                     id: taskgate_core::UserId,
                     at: taskgate_core::Timestamp,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<()> {
-                    sqlx::query("UPDATE users SET last_sign_in_at = $2 WHERE id = $1")
-                        .bind(id)
-                        .bind(at)
-                        .execute(self.writer())
-                        .await?;
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let user: Option<(taskgate_core::AccountId,)> = sqlx::query_as(
+                        "UPDATE users SET last_sign_in_at = $2 WHERE id = $1 RETURNING account_id",
+                    )
+                    .bind(id)
+                    .bind(at)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some((account_id,)) = user {
+                        let entry = audit.entry(
+                            taskgate_core::AuditAction::UserSignedIn,
+                            Some(account_id),
+                            taskgate_core::AuditTarget::user(id),
+                            taskgate_core::Changes::new(),
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
+                    tx.commit().await?;
                     Ok(())
                 }
             }

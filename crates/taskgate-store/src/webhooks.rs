@@ -7,7 +7,8 @@
 
 use async_trait::async_trait;
 use taskgate_core::{
-    AccountId, Mode, RunnerId, TaskId, Timestamp, WebhookEndpointId, WebhookEvents, WebhookSecret,
+    AccountId, AuditContext, Mode, RunnerId, TaskId, Timestamp, WebhookEndpointId, WebhookEvents,
+    WebhookSecret,
 };
 
 use crate::{
@@ -18,7 +19,12 @@ use crate::{
 /// Webhook endpoints, signing secrets and deliveries.
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    async fn create_endpoint(&self, endpoint: &WebhookEndpoint) -> StoreResult<()>;
+    /// Writes `webhook_endpoint.created` (never the secret).
+    async fn create_endpoint(
+        &self,
+        endpoint: &WebhookEndpoint,
+        audit: &AuditContext,
+    ) -> StoreResult<()>;
     /// The account's endpoint `id` of `mode`.
     async fn get_endpoint(
         &self,
@@ -46,15 +52,18 @@ pub trait WebhookStore: Send + Sync {
         mode: Mode,
         id: WebhookEndpointId,
         update: &WebhookEndpointUpdate,
+        audit: &AuditContext,
     ) -> StoreResult<Option<WebhookEndpoint>>;
     /// Deletes the endpoint and stops its deliveries still to be sent (they
-    /// stay in the log). Whether it existed.
+    /// stay in the log). Whether it existed. Writes
+    /// `webhook_endpoint.deleted`.
     async fn delete_endpoint(
         &self,
         account_id: AccountId,
         mode: Mode,
         id: WebhookEndpointId,
         now: Timestamp,
+        audit: &AuditContext,
     ) -> StoreResult<bool>;
     /// A new secret for the endpoint; the current one keeps signing beside
     /// it until `previous_until`.
@@ -65,6 +74,7 @@ pub trait WebhookStore: Send + Sync {
         id: WebhookEndpointId,
         secret: &WebhookSecret,
         previous_until: Timestamp,
+        audit: &AuditContext,
     ) -> StoreResult<Option<WebhookEndpoint>>;
     /// What the senders learnt of an endpoint by an attempt: `Ok` forgets
     /// its failures; a failure at `now` marks it failing since then (if it
@@ -98,6 +108,7 @@ pub trait WebhookStore: Send + Sync {
         secret: &WebhookSecret,
         previous_until: Timestamp,
         now: Timestamp,
+        audit: &AuditContext,
     ) -> StoreResult<SigningSecret>;
 
     /// A call's own webhook, written before its task is.
@@ -220,8 +231,11 @@ macro_rules! impl_webhooks {
                 async fn create_endpoint(
                     &self,
                     e: &$crate::WebhookEndpoint,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<()> {
                     self.webhooks_in_use();
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
                     sqlx::query(concat!(
                         "INSERT INTO webhook_endpoints (",
                         $crate::webhooks::endpoint_columns!(),
@@ -239,8 +253,16 @@ macro_rules! impl_webhooks {
                     .bind(e.previous_until)
                     .bind(e.failing_since)
                     .bind(e.created_at)
-                    .execute(self.writer())
+                    .execute(&mut *tx)
                     .await?;
+                    let entry = audit.entry(
+                        taskgate_core::AuditAction::WebhookEndpointCreated,
+                        Some(e.account_id),
+                        taskgate_core::AuditTarget::webhook_endpoint(e.id),
+                        $crate::audit::endpoint_created(e),
+                    );
+                    $crate::audit::audit_append!(tx, head, &entry);
+                    tx.commit().await?;
                     Ok(())
                 }
 
@@ -303,14 +325,30 @@ macro_rules! impl_webhooks {
                     mode: taskgate_core::Mode,
                     id: taskgate_core::WebhookEndpointId,
                     u: &$crate::WebhookEndpointUpdate,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let before: Option<$crate::WebhookEndpoint> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        $crate::webhooks::endpoint_columns!(),
+                        " FROM webhook_endpoints WHERE id = $1 AND account_id = $2 AND mode = $3"
+                    ))
+                    .bind(id)
+                    .bind(account_id)
+                    .bind(mode)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(before) = before else {
+                        return Ok(None);
+                    };
                     // Enabling forgets the failures; disabling is the owner's.
                     let (set_enabled, disabled) = match u.enabled {
                         None => (false, None),
                         Some(true) => (true, None),
                         Some(false) => (true, Some($crate::WebhookEndpoint::DISABLED_BY_OWNER)),
                     };
-                    Ok(sqlx::query_as(concat!(
+                    let after: $crate::WebhookEndpoint = sqlx::query_as(concat!(
                         "UPDATE webhook_endpoints SET url = COALESCE($4, url), \
                          events = COALESCE($5, events), \
                          description = CASE WHEN $6 THEN $7 ELSE description END, \
@@ -328,8 +366,20 @@ macro_rules! impl_webhooks {
                     .bind(u.description.clone().flatten())
                     .bind(set_enabled)
                     .bind(disabled)
-                    .fetch_optional(self.writer())
-                    .await?)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let changes = $crate::audit::endpoint_changes(&before, &after);
+                    if !changes.is_empty() {
+                        let entry = audit.entry(
+                            taskgate_core::AuditAction::WebhookEndpointUpdated,
+                            Some(account_id),
+                            taskgate_core::AuditTarget::webhook_endpoint(id),
+                            changes,
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
+                    tx.commit().await?;
+                    Ok(Some(after))
                 }
 
                 async fn delete_endpoint(
@@ -338,8 +388,10 @@ macro_rules! impl_webhooks {
                     mode: taskgate_core::Mode,
                     id: taskgate_core::WebhookEndpointId,
                     _now: taskgate_core::Timestamp,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<bool> {
                     let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
                     let gone = sqlx::query(
                         "DELETE FROM webhook_endpoints WHERE id = $1 AND account_id = $2 AND mode = $3",
                     )
@@ -358,6 +410,13 @@ macro_rules! impl_webhooks {
                         .bind(id)
                         .execute(&mut *tx)
                         .await?;
+                        let entry = audit.entry(
+                            taskgate_core::AuditAction::WebhookEndpointDeleted,
+                            Some(account_id),
+                            taskgate_core::AuditTarget::webhook_endpoint(id),
+                            taskgate_core::Changes::new(),
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
                     }
                     tx.commit().await?;
                     Ok(gone == 1)
@@ -370,8 +429,11 @@ macro_rules! impl_webhooks {
                     id: taskgate_core::WebhookEndpointId,
                     secret: &taskgate_core::WebhookSecret,
                     previous_until: taskgate_core::Timestamp,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
-                    Ok(sqlx::query_as(concat!(
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let rotated: Option<$crate::WebhookEndpoint> = sqlx::query_as(concat!(
                         "UPDATE webhook_endpoints SET previous_secret = secret, secret = $4, \
                          previous_until = $5 WHERE id = $1 AND account_id = $2 AND mode = $3 \
                          RETURNING ",
@@ -382,8 +444,25 @@ macro_rules! impl_webhooks {
                     .bind(mode)
                     .bind(secret)
                     .bind(previous_until)
-                    .fetch_optional(self.writer())
-                    .await?)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if rotated.is_some() {
+                        let mut changes = taskgate_core::Changes::new();
+                        taskgate_core::audit::created(
+                            &mut changes,
+                            "previous_until",
+                            previous_until.rfc3339(),
+                        );
+                        let entry = audit.entry(
+                            taskgate_core::AuditAction::WebhookEndpointSecretRotated,
+                            Some(account_id),
+                            taskgate_core::AuditTarget::webhook_endpoint(id),
+                            changes,
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
+                    tx.commit().await?;
+                    Ok(rotated)
                 }
 
                 async fn endpoint_attempted(
@@ -474,8 +553,11 @@ macro_rules! impl_webhooks {
                     secret: &taskgate_core::WebhookSecret,
                     previous_until: taskgate_core::Timestamp,
                     now: taskgate_core::Timestamp,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<$crate::SigningSecret> {
-                    Ok(sqlx::query_as(
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let rotated: $crate::SigningSecret = sqlx::query_as(
                         "INSERT INTO webhook_signing_secrets (account_id, mode, secret, created_at) \
                          VALUES ($1, $2, $3, $5) ON CONFLICT (account_id, mode) DO UPDATE SET \
                          previous_secret = webhook_signing_secrets.secret, secret = excluded.secret, \
@@ -487,8 +569,23 @@ macro_rules! impl_webhooks {
                     .bind(secret)
                     .bind(previous_until)
                     .bind(now)
-                    .fetch_one(self.writer())
-                    .await?)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let mut changes = taskgate_core::Changes::new();
+                    taskgate_core::audit::created(
+                        &mut changes,
+                        "previous_until",
+                        previous_until.rfc3339(),
+                    );
+                    let entry = audit.entry(
+                        taskgate_core::AuditAction::SigningSecretRotated,
+                        Some(account_id),
+                        taskgate_core::AuditTarget::signing_secret(mode),
+                        changes,
+                    );
+                    $crate::audit::audit_append!(tx, head, &entry);
+                    tx.commit().await?;
+                    Ok(rotated)
                 }
 
                 async fn attach_task_webhook(

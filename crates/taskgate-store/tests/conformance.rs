@@ -20,6 +20,8 @@ mod fixtures;
 
 #[path = "conformance/accounts.rs"]
 mod accounts;
+#[path = "conformance/audit.rs"]
+mod audit;
 #[path = "conformance/concurrency.rs"]
 mod concurrency;
 #[path = "conformance/corrupt.rs"]
@@ -155,10 +157,45 @@ conformance! {
         tests_and_deletes_and_purges,
         claims_take_turns_per_destination,
     ],
+    audit: [
+        every_change_appends_one_chained_event,
+        a_change_that_fails_writes_no_event,
+        lists_filter_by_account_action_and_time,
+        concurrent_appends_make_one_chain,
+        retention_keeps_the_rest_verifiable,
+    ],
 }
 
 /// Checks that also open the database beside the store.
 mod raw {
+    /// `audit_verify_…`: an edited, deleted or undecodable event, on each
+    /// backend.
+    macro_rules! audit_raw {
+        ($($check:ident),*) => {
+            mod audit_sqlite {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $check() {
+                        crate::harness::sqlite_with_url(crate::audit::$check).await;
+                    }
+                )*
+            }
+            mod audit_postgres {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $check() {
+                        crate::harness::postgres_with_url(crate::audit::$check).await;
+                    }
+                )*
+            }
+        };
+    }
+    audit_raw!(
+        verify_names_an_edited_event,
+        verify_names_the_event_after_a_deleted_one,
+        verify_names_an_event_that_no_longer_decodes
+    );
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_the_dispatchers_poll_reads_only_the_queued_index() {
         crate::harness::sqlite_with_url(

@@ -12,6 +12,7 @@ use taskgate_core::{KeyType, UserStatus};
 use taskgate_server::Config;
 use taskgate_server::service::accounts::FirstStart;
 
+use crate::audit;
 use crate::operator as admin;
 use crate::operator as users;
 
@@ -52,6 +53,32 @@ enum Command {
     /// Manage dashboard users.
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Read and verify the audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// List events, newest first (with --json: one JSON array).
+    List {
+        /// Only this account's events.
+        #[arg(long)]
+        account: Option<String>,
+        /// Only this action (key.created, user.signed_in, …).
+        #[arg(long)]
+        action: Option<String>,
+        /// Only events since this time: RFC 3339, or a duration back from
+        /// now (24h, 7d).
+        #[arg(long)]
+        since: Option<String>,
+        /// At most this many events.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+    /// Check the chain of hashes from the retention checkpoint on: exit 0
+    /// when it is whole, 1 naming the first event that does not match.
+    Verify,
 }
 
 #[derive(Subcommand)]
@@ -331,6 +358,53 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             print_value(json, &out);
             Ok(())
+        }
+        Command::Audit(cmd) => {
+            let store = taskgate_server::open_store(&config).await?;
+            match cmd {
+                AuditCommand::List {
+                    account,
+                    action,
+                    since,
+                    limit,
+                } => {
+                    let flags = audit::ListFlags {
+                        account: account.as_deref(),
+                        action: action.as_deref(),
+                        since: since.as_deref(),
+                        limit,
+                    };
+                    let events = audit::list(&*store, flags).await?;
+                    if json {
+                        println!("{}", serde_json::to_string(&events)?);
+                    } else {
+                        for e in &events {
+                            println!("{}", audit::line(e));
+                        }
+                    }
+                    Ok(())
+                }
+                AuditCommand::Verify => {
+                    let (out, whole) = audit::verify(&*store).await?;
+                    let text = if whole {
+                        format!("The audit log is whole: {} events checked.", out["checked"])
+                    } else {
+                        format!(
+                            "The audit log does not verify: first bad event {}: {}",
+                            out["first_bad_event"]
+                                .as_str()
+                                .unwrap_or("(after the last)"),
+                            out["reason"].as_str().unwrap_or_default()
+                        )
+                    };
+                    print(json, &out, &text);
+                    if whole {
+                        Ok(())
+                    } else {
+                        bail!("the audit log does not verify")
+                    }
+                }
+            }
         }
     }
 }

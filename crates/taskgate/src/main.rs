@@ -1,6 +1,7 @@
 //! The `taskgate` binary: parses the command line, loads the configuration,
 //! and calls the library.
 
+mod audit;
 mod cli;
 mod operator;
 

@@ -10,10 +10,10 @@ use taskgate_core::{
     Timestamp, UserStatus,
 };
 use taskgate_server::Config;
-use taskgate_server::service::Actor;
 use taskgate_server::service::accounts::{self, AccountError, FirstStart, NewAccount};
 use taskgate_server::service::keys::{self, KeyError, NewKey};
 use taskgate_server::service::users::{self, NewUser, UserError, UserRef, WithPassword};
+use taskgate_server::service::{Actor, Origin};
 use taskgate_server::views::{AccountView, KeyView, UserView};
 use taskgate_store::{Account, AccountUpdate, KeyRecord, Store, UserRecord};
 
@@ -37,7 +37,7 @@ pub async fn create_account(
         plan: accounts::plan_of(config, plan).map_err(account_error)?,
         monthly_spend_limit: limit,
     };
-    let account = accounts::create(store, config, OPERATOR, new)
+    let account = accounts::create(store, config, OPERATOR, &Origin::cli(), new)
         .await
         .map_err(account_error)?;
     Ok(account_json(&account))
@@ -86,7 +86,7 @@ pub async fn update_account(
         )?,
     };
     let id = account_id(id)?;
-    let account = accounts::update(store, config, OPERATOR, id, update)
+    let account = accounts::update(store, config, OPERATOR, &Origin::cli(), id, update)
         .await
         .map_err(account_error)?;
     Ok(account_json(&account))
@@ -184,9 +184,16 @@ pub async fn create_key(store: &dyn Store, flags: NewKeyFlags<'_>) -> anyhow::Re
         apis,
         expires_in_ms: flags.expires_in_ms,
     };
-    let made = keys::create(store, OPERATOR, account, new, Timestamp::now())
-        .await
-        .map_err(key_error)?;
+    let made = keys::create(
+        store,
+        OPERATOR,
+        &Origin::cli(),
+        account,
+        new,
+        Timestamp::now(),
+    )
+    .await
+    .map_err(key_error)?;
     Ok(json_of(KeyView::created(&made)))
 }
 
@@ -198,17 +205,30 @@ pub async fn list_keys(store: &dyn Store, account: &str) -> anyhow::Result<Value
 }
 
 pub async fn revoke_key(store: &dyn Store, id: &str) -> anyhow::Result<Value> {
-    let key = keys::revoke(store, OPERATOR, key_id(id)?, Timestamp::now())
-        .await
-        .map_err(key_error)?;
+    let key = keys::revoke(
+        store,
+        OPERATOR,
+        &Origin::cli(),
+        key_id(id)?,
+        Timestamp::now(),
+    )
+    .await
+    .map_err(key_error)?;
     Ok(key_json(&key))
 }
 
 /// A new key like the old one; the old one lives on for `grace_ms`.
 pub async fn roll_key(store: &dyn Store, id: &str, grace_ms: i64) -> anyhow::Result<Value> {
-    let rolled = keys::roll(store, OPERATOR, key_id(id)?, grace_ms, Timestamp::now())
-        .await
-        .map_err(key_error)?;
+    let rolled = keys::roll(
+        store,
+        OPERATOR,
+        &Origin::cli(),
+        key_id(id)?,
+        grace_ms,
+        Timestamp::now(),
+    )
+    .await
+    .map_err(key_error)?;
     Ok(json_of(KeyView::rolled(&rolled)))
 }
 
@@ -257,7 +277,7 @@ pub async fn create_user(
         role: role.parse::<Role>().map_err(|e: String| anyhow!(e))?,
         password,
     };
-    let made = users::create(store, OPERATOR, new)
+    let made = users::create(store, OPERATOR, &Origin::cli(), new)
         .await
         .map_err(|e| user_error(e, ""))?;
     Ok(json_of(UserView::with_password(&made)))
@@ -275,7 +295,7 @@ pub async fn list_users(store: &dyn Store, account: Option<&str>) -> anyhow::Res
 
 /// Disables a user (their sessions end) or enables them again.
 pub async fn set_status(store: &dyn Store, who: &str, status: UserStatus) -> anyhow::Result<Value> {
-    let user = users::set_status(store, OPERATOR, &user_ref(who)?, status)
+    let user = users::set_status(store, OPERATOR, &Origin::cli(), &user_ref(who)?, status)
         .await
         .map_err(|e| user_error(e, who))?;
     Ok(user_json(&user))
@@ -288,7 +308,7 @@ pub async fn reset_password(
     who: &str,
     password: Option<String>,
 ) -> anyhow::Result<Value> {
-    let made = users::reset_password(store, OPERATOR, &user_ref(who)?, password)
+    let made = users::reset_password(store, OPERATOR, &Origin::cli(), &user_ref(who)?, password)
         .await
         .map_err(|e| user_error(e, who))?;
     Ok(json_of(UserView::with_password(&made)))

@@ -1694,6 +1694,125 @@ fn a_metrics_token_from_the_environment_is_never_echoed() {
     );
 }
 
+/// Runs one statement on the directory's SQLite store, beside the binary.
+fn raw_sql(dir: &TempDir, sql: String) {
+    use sqlx::Connection;
+    let url = dir.database_url();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        });
+}
+
+/// `audit list` shows the operator's changes newest first, filtered;
+/// `audit verify` exits 0 on a whole chain and 1 naming the first event
+/// that does not match once a row is edited, and once one is deleted.
+#[test]
+fn audit_list_and_verify() {
+    let dir = TempDir::new("audit");
+    json_of(&dir, &["migrate", "--json"]);
+    let account = json_of(&dir, &["accounts", "create", "--name", "acme", "--json"]);
+    let account = account["id"].as_str().unwrap().to_owned();
+    let key = json_of(
+        &dir,
+        &[
+            "keys",
+            "create",
+            "--account",
+            &account,
+            "--type",
+            "live",
+            "--name",
+            "ci",
+            "--json",
+        ],
+    );
+    let secret = key["secret"].as_str().unwrap().to_owned();
+    let key_id = key["id"].as_str().unwrap().to_owned();
+    json_of(&dir, &["keys", "revoke", &key_id, "--json"]);
+
+    let list = json_of(&dir, &["audit", "list", "--json"]);
+    let actions: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["key.revoked", "key.created", "account.created"]);
+    let first = &list[2];
+    assert_eq!(first["actor"]["type"], "operator");
+    assert!(first["actor"]["id"].as_str().unwrap().starts_with("cli"));
+    assert_eq!(first["target"], json!({"type": "account", "id": account}));
+    assert!(first["id"].as_str().unwrap().starts_with("aud_"));
+    assert_eq!(first["hash"].as_str().unwrap().len(), 64);
+    assert!(!list.to_string().contains(&secret), "the key's secret");
+    let only = |args: &[&str]| {
+        let mut all = vec!["audit", "list", "--json"];
+        all.extend_from_slice(args);
+        json_of(&dir, &all).as_array().unwrap().len()
+    };
+    assert_eq!(only(&["--action", "key.created"]), 1);
+    assert_eq!(only(&["--account", &account]), 3);
+    assert_eq!(only(&["--since", "1h"]), 3);
+    assert_eq!(only(&["--since", "2999-01-01T00:00:00Z"]), 0);
+    fails(
+        &dir,
+        &["audit", "list", "--action", "key.eaten"],
+        "key.created",
+    );
+    let text = run(&dir, &["audit", "list"]);
+    assert!(
+        text.ok && text.stdout.lines().count() == 3,
+        "{}",
+        text.stdout
+    );
+
+    let v = json_of(&dir, &["audit", "verify", "--json"]);
+    assert_eq!(
+        (v["ok"].clone(), v["checked"].clone()),
+        (json!(true), json!(3))
+    );
+    assert!(run(&dir, &["audit", "verify"]).ok);
+
+    // An edited row: named, exit 1.
+    let created = list[1]["id"].as_str().unwrap().to_owned();
+    raw_sql(
+        &dir,
+        format!(
+            "UPDATE audit_events SET changes = REPLACE(changes, '\"ci\"', '\"cd\"') WHERE id = '{created}'"
+        ),
+    );
+    let out = run(&dir, &["audit", "verify", "--json"]);
+    assert!(!out.ok);
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["first_bad_event"], created.as_str());
+    let out = run(&dir, &["audit", "verify"]);
+    assert!(!out.ok && out.stdout.contains(&created), "{}", out.stdout);
+
+    // Put back, then a row deleted: the event after it is named.
+    raw_sql(
+        &dir,
+        format!(
+            "UPDATE audit_events SET changes = REPLACE(changes, '\"cd\"', '\"ci\"') WHERE id = '{created}'"
+        ),
+    );
+    assert!(run(&dir, &["audit", "verify"]).ok);
+    raw_sql(
+        &dir,
+        format!("DELETE FROM audit_events WHERE id = '{created}'"),
+    );
+    let out = run(&dir, &["audit", "verify", "--json"]);
+    assert!(!out.ok);
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["first_bad_event"], list[0]["id"]);
+}
+
 /// `log_format = "json"` and the standard OpenTelemetry variables, as an
 /// operator sets them: every stderr line is one flat JSON object, a
 /// request's line carries its id, and spans reach the collector named by

@@ -37,6 +37,12 @@ impl Config {
             0,
             36_500,
         )?;
+        in_range(
+            "audit_retention_days",
+            self.audit_retention_days.into(),
+            0,
+            36_500,
+        )?;
         in_range("task_lease_ms", self.task_lease_ms, 3_000, HOUR_MS)?;
         in_range(
             "database.max_connections",

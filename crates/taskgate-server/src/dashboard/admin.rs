@@ -160,7 +160,11 @@ pub async fn create_account(
     State(app): State<Arc<AppState>>,
     changes: Changes<NewAccountForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if session.user.role != Role::Admin {
         return admins_only();
     }
@@ -182,7 +186,7 @@ pub async fn create_account(
         monthly_spend_limit: limit,
     };
     let actor = Actor::User(&session.user);
-    match accounts::create(&*app.store, &app.config, actor, new).await {
+    match accounts::create(&*app.store, &app.config, actor, &origin, new).await {
         Ok(_) => redirect("/dashboard/admin"),
         Err(e) => match words::account_error(e) {
             Ok(message) => again(&app, &session, message).await,
@@ -209,7 +213,11 @@ pub async fn update_account(
     Path(id): Path<String>,
     changes: Changes<AccountForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if session.user.role != Role::Admin {
         return admins_only();
     }
@@ -252,7 +260,7 @@ pub async fn update_account(
         max_monthly_spend_limit_micros: ceiling,
     };
     let actor = Actor::User(&session.user);
-    match accounts::update(&*app.store, &app.config, actor, id, update).await {
+    match accounts::update(&*app.store, &app.config, actor, &origin, id, update).await {
         Ok(_) => redirect("/dashboard/admin"),
         Err(AccountError::NotFound(_)) => not_found(),
         // A form that changes nothing changed nothing: back to the page.
@@ -297,7 +305,11 @@ pub async fn create_user(
     State(app): State<Arc<AppState>>,
     changes: Changes<NewUserForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if session.user.role != Role::Admin {
         return admins_only();
     }
@@ -318,7 +330,7 @@ pub async fn create_user(
         role,
         password: None,
     };
-    match users::create(&*app.store, Actor::User(&session.user), new).await {
+    match users::create(&*app.store, Actor::User(&session.user), &origin, new).await {
         Ok(made) => with_password(&app, &session, &made).await,
         Err(e) => again_worded(&app, &session, words::user_error(e)).await,
     }
@@ -348,7 +360,11 @@ pub async fn update_user(
     Path(id): Path<String>,
     changes: Changes<UserForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if session.user.role != Role::Admin {
         return admins_only();
     }
@@ -362,14 +378,14 @@ pub async fn update_user(
         "disable" => UserStatus::Disabled,
         "enable" => UserStatus::Active,
         "reset-password" => {
-            return match users::reset_password(store, actor, &who, None).await {
+            return match users::reset_password(store, actor, &origin, &who, None).await {
                 Ok(made) => with_password(&app, &session, &made).await,
                 Err(e) => again_worded(&app, &session, words::user_error(e)).await,
             };
         }
         _ => return again(&app, &session, "Unknown action.".to_owned()).await,
     };
-    match users::set_status(store, actor, &who, status).await {
+    match users::set_status(store, actor, &origin, &who, status).await {
         Ok(_) => redirect("/dashboard/admin"),
         Err(e) => again_worded(&app, &session, words::user_error(e)).await,
     }

@@ -210,7 +210,11 @@ pub async fn try_it(
     Path(slug): Path<String>,
     changes: Changes<TryForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     let Some(entry) = app.catalog.get(&slug) else {
         return not_found();
     };
@@ -235,7 +239,14 @@ pub async fn try_it(
         Err(e) => return again(format!("The input is not JSON: {e}.")),
     };
     let actor = Actor::User(&session.user);
-    let key = match keys::try_it_key(&*app.store, actor, session.account.id, app.clock.now()).await
+    let key = match keys::try_it_key(
+        &*app.store,
+        actor,
+        &origin,
+        session.account.id,
+        app.clock.now(),
+    )
+    .await
     {
         Ok(k) => k,
         Err(e) => {

@@ -241,7 +241,11 @@ struct SecretPage {
 }
 
 pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateForm>) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     let test = form.one("mode") == Some("test");
     if !session.user.role.manages_account() {
         return forbidden_to_members();
@@ -306,7 +310,16 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<CreateFor
         expires_in_ms,
     };
     let actor = Actor::User(&session.user);
-    match keys::create(&*app.store, actor, session.account.id, new, app.clock.now()).await {
+    match keys::create(
+        &*app.store,
+        actor,
+        &origin,
+        session.account.id,
+        new,
+        app.clock.now(),
+    )
+    .await
+    {
         Ok(made) => render(&SecretPage {
             chrome: session.chrome("/dashboard/keys", test),
             title: "Key created".to_owned(),
@@ -399,7 +412,9 @@ pub async fn revoke(
     Path(id): Path<String>,
     changes: Changes<RevokeForm>,
 ) -> Response {
-    let session = changes.session;
+    let Changes {
+        session, origin, ..
+    } = changes;
     let key = match own_key(&app, &session, &id).await {
         Ok(k) => k,
         Err(r) => return r,
@@ -410,6 +425,7 @@ pub async fn revoke(
     if let Err(e) = keys::revoke(
         &*app.store,
         Actor::User(&session.user),
+        &origin,
         key.id,
         app.clock.now(),
     )
@@ -438,7 +454,11 @@ pub async fn roll(
     Path(id): Path<String>,
     changes: Changes<RollForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     let key = match own_key(&app, &session, &id).await {
         Ok(k) => k,
         Err(r) => return r,
@@ -452,6 +472,7 @@ pub async fn roll(
     match keys::roll(
         &*app.store,
         Actor::User(&session.user),
+        &origin,
         key.id,
         grace,
         app.clock.now(),

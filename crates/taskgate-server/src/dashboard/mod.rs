@@ -8,6 +8,7 @@
 
 mod admin;
 mod apis;
+mod audit;
 mod keys;
 pub mod pages;
 mod profile;
@@ -87,6 +88,7 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/password", get(profile::page).post(profile::change))
         .route("/settings", get(settings::page))
         .route("/settings/spend-limit", post(settings::set_spend_limit))
+        .route("/audit", get(audit::page))
         .route("/admin", get(admin::page))
         .route("/admin/accounts", post(admin::create_account))
         .route("/admin/accounts/{id}", post(admin::update_account))

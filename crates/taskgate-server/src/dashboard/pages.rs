@@ -16,6 +16,8 @@ pub const SECTIONS: [(&str, &str); 6] = [
     ("/dashboard/apis", "APIs"),
     ("/dashboard/settings", "Settings"),
 ];
+/// Owners and admins also have this one.
+pub const AUDIT_SECTION: (&str, &str) = ("/dashboard/audit", "Audit log");
 /// Admins also have this one.
 pub const ADMIN_SECTION: (&str, &str) = ("/dashboard/admin", "Admin");
 
@@ -35,6 +37,9 @@ pub struct Chrome {
 impl Chrome {
     pub fn sections(&self) -> Vec<(&'static str, &'static str)> {
         let mut all = SECTIONS.to_vec();
+        if self.is_admin || self.role == "owner" {
+            all.push(AUDIT_SECTION);
+        }
         if self.is_admin {
             all.push(ADMIN_SECTION);
         }

@@ -65,7 +65,11 @@ pub async fn change(
     headers: HeaderMap,
     changes: Changes<PasswordForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     let refuse = |status: StatusCode, message: String| {
         render_with(status, &page_of(&session, Some(message), false))
     };
@@ -79,6 +83,7 @@ pub async fn change(
         current: form.current,
         new: form.new,
         from: app.trusted_proxies.client(peer.ip(), &headers),
+        user_agent: origin.user_agent,
     };
     let token = match sessions::change_password(&app, Actor::User(&session.user), change).await {
         Ok(token) => token,

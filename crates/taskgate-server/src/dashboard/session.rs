@@ -20,6 +20,7 @@ use subtle::ConstantTimeEq;
 use taskgate_store::{Account, UserRecord};
 
 use super::{pages, words};
+use crate::service::Origin;
 use crate::service::sessions::{self, SessionError, SessionToken, SignedIn};
 use crate::state::AppState;
 
@@ -175,6 +176,8 @@ impl FromRequestParts<Arc<AppState>> for Session {
 pub struct Changes<T> {
     pub session: Session,
     pub form: T,
+    /// Where it came from, for the audit log.
+    pub origin: Origin,
 }
 
 /// Whether `Origin` (or, without it, `Sec-Fetch-Site`) says the request came
@@ -211,6 +214,7 @@ impl<T: DeserializeOwned + Send> FromRequest<Arc<AppState>> for Changes<T> {
     async fn from_request(req: Request, app: &Arc<AppState>) -> Result<Self, Response> {
         let (mut parts, body) = req.into_parts();
         let session = Session::from_request_parts(&mut parts, app).await?;
+        let Ok(origin) = Origin::from_request_parts(&mut parts, app).await;
         if !same_origin(app, peer_of(&parts.extensions), &parts.headers) {
             return Err(forbidden());
         }
@@ -228,7 +232,11 @@ impl<T: DeserializeOwned + Send> FromRequest<Arc<AppState>> for Changes<T> {
             return Err(forbidden());
         }
         let form = serde_urlencoded::from_bytes(&bytes).map_err(|_| bad_form())?;
-        Ok(Changes { session, form })
+        Ok(Changes {
+            session,
+            form,
+            origin,
+        })
     }
 }
 

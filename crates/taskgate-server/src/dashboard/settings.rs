@@ -124,7 +124,11 @@ pub async fn set_spend_limit(
     State(app): State<Arc<AppState>>,
     changes: Changes<SpendForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if !session.user.role.manages_account() {
         return error_page(
             StatusCode::FORBIDDEN,
@@ -159,7 +163,16 @@ pub async fn set_spend_limit(
         ..AccountUpdate::default()
     };
     let actor = Actor::User(&session.user);
-    match accounts::update(&*app.store, &app.config, actor, session.account.id, update).await {
+    match accounts::update(
+        &*app.store,
+        &app.config,
+        actor,
+        &origin,
+        session.account.id,
+        update,
+    )
+    .await
+    {
         Ok(_) => redirect("/dashboard/settings?saved=1"),
         Err(AccountError::Store(e)) => store_error(e),
         Err(e) => match words::account_error(e) {

@@ -112,6 +112,10 @@ pub async fn submit(
         email: Email::normalize(&form.email).ok(),
         password: form.password,
         from: app.trusted_proxies.client(peer.ip(), &headers),
+        user_agent: headers
+            .get(axum::http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
     let replacing = session::cookie_token(&headers);
     let started = match sessions::sign_in(&app, credentials, replacing.as_ref()).await {

@@ -18,6 +18,7 @@ use super::webhooks::{
     EndpointRow, SECTION, SecretPage, forbidden_to_members, mode_query, overlap_note, own_endpoint,
     owner, refused,
 };
+use crate::service::Actor;
 use crate::service::webhooks::{self, DeliveryFilter, EndpointChanges};
 use crate::state::AppState;
 
@@ -184,12 +185,15 @@ pub async fn rotate_secret(
     Path(id): Path<String>,
     changes: Changes<EmptyForm>,
 ) -> Response {
-    let session = changes.session;
+    let Changes {
+        session, origin, ..
+    } = changes;
     let endpoint = match managed_endpoint(&app, &session, &id).await {
         Ok(e) => e,
         Err(r) => return r,
     };
-    match webhooks::rotate_secret(&app, owner(&session, endpoint.mode), endpoint.id).await {
+    let audit = Actor::User(&session.user).audit(&origin);
+    match webhooks::rotate_secret(&app, owner(&session, endpoint.mode), &audit, endpoint.id).await {
         Ok(secret) => render(&SecretPage {
             chrome: session.chrome(SECTION, endpoint.mode == Mode::Test),
             title: "Secret rotated",
@@ -223,7 +227,7 @@ pub async fn enable(
     Path(id): Path<String>,
     changes: Changes<EmptyForm>,
 ) -> Response {
-    set_enabled(&app, changes.session, &id, true).await
+    set_enabled(&app, changes, &id, true).await
 }
 
 pub async fn disable(
@@ -231,10 +235,18 @@ pub async fn disable(
     Path(id): Path<String>,
     changes: Changes<EmptyForm>,
 ) -> Response {
-    set_enabled(&app, changes.session, &id, false).await
+    set_enabled(&app, changes, &id, false).await
 }
 
-async fn set_enabled(app: &AppState, session: Session, id: &str, enabled: bool) -> Response {
+async fn set_enabled(
+    app: &AppState,
+    changes: Changes<EmptyForm>,
+    id: &str,
+    enabled: bool,
+) -> Response {
+    let Changes {
+        session, origin, ..
+    } = changes;
     let endpoint = match managed_endpoint(app, &session, id).await {
         Ok(e) => e,
         Err(r) => return r,
@@ -243,7 +255,16 @@ async fn set_enabled(app: &AppState, session: Session, id: &str, enabled: bool) 
         enabled: Some(enabled),
         ..EndpointChanges::default()
     };
-    match webhooks::update(app, owner(&session, endpoint.mode), endpoint.id, changes).await {
+    let audit = Actor::User(&session.user).audit(&origin);
+    match webhooks::update(
+        app,
+        owner(&session, endpoint.mode),
+        &audit,
+        endpoint.id,
+        changes,
+    )
+    .await
+    {
         Ok(_) => redirect(&format!(
             "{SECTION}/{}?done={}",
             endpoint.id,
@@ -282,12 +303,15 @@ pub async fn delete(
     Path(id): Path<String>,
     changes: Changes<EmptyForm>,
 ) -> Response {
-    let session = changes.session;
+    let Changes {
+        session, origin, ..
+    } = changes;
     let endpoint = match managed_endpoint(&app, &session, &id).await {
         Ok(e) => e,
         Err(r) => return r,
     };
-    match webhooks::delete(&app, owner(&session, endpoint.mode), endpoint.id).await {
+    let audit = Actor::User(&session.user).audit(&origin);
+    match webhooks::delete(&app, owner(&session, endpoint.mode), &audit, endpoint.id).await {
         Ok(()) => redirect(&format!("{SECTION}{}", mode_query(endpoint.mode))),
         Err(e) => refused(e),
     }

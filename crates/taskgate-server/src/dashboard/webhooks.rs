@@ -17,6 +17,7 @@ use taskgate_store::WebhookEndpoint;
 use super::pages::{Chrome, error_page, not_found, redirect, render, render_with, when};
 use super::session::{Changes, Session, store_error};
 use super::words;
+use crate::service::Actor;
 use crate::service::webhooks::{self, EndpointChanges, NewEndpoint, Owner, WebhookError};
 use crate::state::AppState;
 
@@ -275,7 +276,11 @@ impl FormFields {
 }
 
 pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<EndpointForm>) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if !session.user.role.manages_account() {
         return forbidden_to_members();
     }
@@ -288,7 +293,14 @@ pub async fn create(State(app): State<Arc<AppState>>, changes: Changes<EndpointF
         events: Some(fields.events.clone()),
         description: fields.description(),
     };
-    match webhooks::create(&app, owner(&session, mode_of(test)), new).await {
+    match webhooks::create(
+        &app,
+        owner(&session, mode_of(test)),
+        &Actor::User(&session.user).audit(&origin),
+        new,
+    )
+    .await
+    {
         Ok(made) => redirect(&format!("{SECTION}/{}?done=created", made.id)),
         Err(e) => FormPage::new(&session, test, None, &fields).refused(e),
     }
@@ -322,7 +334,11 @@ pub async fn save(
     Path(id): Path<String>,
     changes: Changes<EndpointForm>,
 ) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     let endpoint = match own_endpoint(&app, &session, &id).await {
         Ok(e) => e,
         Err(r) => return r,
@@ -346,7 +362,8 @@ pub async fn save(
         enabled: None,
     };
     let owner = owner(&session, endpoint.mode);
-    match webhooks::update(&app, owner, endpoint.id, changes).await {
+    let audit = Actor::User(&session.user).audit(&origin);
+    match webhooks::update(&app, owner, &audit, endpoint.id, changes).await {
         Ok(_) => redirect(&format!("{SECTION}/{}?done=saved", endpoint.id)),
         Err(e) => {
             let test = endpoint.mode == Mode::Test;
@@ -415,14 +432,19 @@ pub async fn rotate_signing_secret(
 }
 
 async fn signing_secret(app: &AppState, changes: Changes<SigningForm>, rotate: bool) -> Response {
-    let Changes { session, form } = changes;
+    let Changes {
+        session,
+        form,
+        origin,
+    } = changes;
     if !session.user.role.manages_account() {
         return forbidden_to_members();
     }
     let test = form.mode == "test";
     let owner = owner(&session, mode_of(test));
     let secret = if rotate {
-        webhooks::rotate_signing_secret(app, owner).await
+        let audit = Actor::User(&session.user).audit(&origin);
+        webhooks::rotate_signing_secret(app, owner, &audit).await
     } else {
         webhooks::signing_secret(app, owner).await
     };

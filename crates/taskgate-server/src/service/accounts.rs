@@ -5,8 +5,8 @@ use taskgate_core::{AccountId, AccountStatus, KeyType, Micros, PlanName, Timesta
 use taskgate_store::prelude::*;
 use taskgate_store::{Account, AccountUpdate, StoreError};
 
-use super::Actor;
 use super::keys::{self, CreatedKey, NewKey};
+use super::{Actor, Origin};
 use crate::config::Config;
 
 /// The longest account name, in characters.
@@ -75,6 +75,7 @@ pub async fn create(
     store: &dyn Store,
     config: &Config,
     actor: Actor<'_>,
+    origin: &Origin,
     new: NewAccount,
 ) -> Result<Account, AccountError> {
     if !actor.administers() {
@@ -93,7 +94,7 @@ pub async fn create(
         max_monthly_spend_limit_micros: None,
         created_at: Timestamp::now(),
     };
-    store.create_account(&account).await?;
+    store.create_account(&account, &actor.audit(origin)).await?;
     Ok(account)
 }
 
@@ -104,6 +105,7 @@ pub async fn update(
     store: &dyn Store,
     config: &Config,
     actor: Actor<'_>,
+    origin: &Origin,
     id: AccountId,
     update: AccountUpdate,
 ) -> Result<Account, AccountError> {
@@ -138,7 +140,7 @@ pub async fn update(
         }
     }
     store
-        .update_account(id, &update)
+        .update_account(id, &update, &actor.audit(origin))
         .await?
         .ok_or(AccountError::NotFound(id))
 }
@@ -189,7 +191,8 @@ pub async fn bootstrap(
         plan: config.default_plan.clone(),
         monthly_spend_limit: None,
     };
-    let account = create(store, config, Actor::Operator, new).await?;
+    let origin = Origin::first_start();
+    let account = create(store, config, Actor::Operator, &origin, new).await?;
     let key = |key_type, name: &str| NewKey {
         key_type,
         name: name.to_owned(),
@@ -200,6 +203,7 @@ pub async fn bootstrap(
     let live = keys::create(
         store,
         Actor::Operator,
+        &origin,
         account.id,
         key(KeyType::Live, "default live key"),
         now,
@@ -208,6 +212,7 @@ pub async fn bootstrap(
     let test = keys::create(
         store,
         Actor::Operator,
+        &origin,
         account.id,
         key(KeyType::Test, "default test key"),
         now,

@@ -3,12 +3,12 @@
 //! (or roll), and never again.
 
 use taskgate_core::{
-    AccountId, ApiKeySecret, ApiList, KeyId, KeyType, Mode, Scope, Scopes, Timestamp,
+    AccountId, ApiKeySecret, ApiList, AuditContext, KeyId, KeyType, Mode, Scope, Scopes, Timestamp,
 };
 use taskgate_store::prelude::*;
 use taskgate_store::{KeyRecord, KeyState, StoreError};
 
-use super::Actor;
+use super::{Actor, Origin};
 
 /// The longest key name, in characters.
 pub const NAME_MAX_CHARS: usize = 200;
@@ -70,6 +70,7 @@ pub struct RolledKey {
 pub async fn create(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     account: AccountId,
     new: NewKey,
     now: Timestamp,
@@ -80,6 +81,17 @@ pub async fn create(
     if !actor.manages(account) {
         return Err(KeyError::Forbidden);
     }
+    make(store, &actor.audit(origin), account, new, now).await
+}
+
+/// A new key of `account`, whoever may make it, recorded as `audit`'s.
+async fn make(
+    store: &dyn Store,
+    audit: &AuditContext,
+    account: AccountId,
+    new: NewKey,
+    now: Timestamp,
+) -> Result<CreatedKey, KeyError> {
     store
         .get_account(account)
         .await?
@@ -125,7 +137,7 @@ pub async fn create(
         last_used_at: None,
         revoked_at: None,
     };
-    store.create_key(&key, &secret.hash()).await?;
+    store.create_key(&key, &secret.hash(), audit).await?;
     Ok(CreatedKey { key, secret })
 }
 
@@ -203,6 +215,7 @@ pub async fn get(store: &dyn Store, actor: Actor<'_>, id: KeyId) -> Result<KeyRe
 pub async fn revoke(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     id: KeyId,
     now: Timestamp,
 ) -> Result<KeyRecord, KeyError> {
@@ -211,7 +224,7 @@ pub async fn revoke(
         return Err(KeyError::Forbidden);
     }
     store
-        .revoke_key(id, now)
+        .revoke_key(id, now, &actor.audit(origin))
         .await?
         .ok_or(KeyError::NotFound(id))
 }
@@ -221,6 +234,7 @@ pub async fn revoke(
 pub async fn roll(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     id: KeyId,
     grace_ms: i64,
     now: Timestamp,
@@ -247,7 +261,13 @@ pub async fn roll(
         ..old.clone()
     };
     store
-        .roll_key(old.id, &key, &secret.hash(), now.plus_ms(grace_ms.max(0)))
+        .roll_key(
+            old.id,
+            &key,
+            &secret.hash(),
+            now.plus_ms(grace_ms.max(0)),
+            &actor.audit(origin),
+        )
         .await?;
     Ok(RolledKey {
         key,
@@ -266,6 +286,7 @@ pub const TRY_IT_KEY_NAME: &str = "Dashboard: Try it";
 pub async fn try_it_key(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     account: AccountId,
     now: Timestamp,
 ) -> Result<KeyRecord, KeyError> {
@@ -283,9 +304,12 @@ pub async fn try_it_key(
         apis: None,
         expires_in_ms: None,
     };
-    // Made for the account by the dashboard itself, not by the actor (a
-    // member may try APIs without managing keys).
-    Ok(create(store, Actor::Operator, account, new, now).await?.key)
+    // Made for the account by the dashboard itself, whether or not the
+    // actor manages keys (a member may try APIs); the log names the actor
+    // whose Try it made it.
+    Ok(make(store, &actor.audit(origin), account, new, now)
+        .await?
+        .key)
 }
 
 #[cfg(test)]
@@ -305,7 +329,7 @@ mod tests {
             role,
             password: None,
         };
-        users::create(t.store(), Actor::Operator, new)
+        users::create(t.store(), Actor::Operator, &Origin::default(), new)
             .await
             .unwrap()
             .user
@@ -331,12 +355,19 @@ mod tests {
             plan: t.app.config.default_plan.clone(),
             monthly_spend_limit: None,
         };
-        let other = accounts::create(t.store(), &t.app.config, Actor::Operator, new)
-            .await
-            .unwrap();
+        let other = accounts::create(
+            t.store(),
+            &t.app.config,
+            Actor::Operator,
+            &Origin::default(),
+            new,
+        )
+        .await
+        .unwrap();
         create(
             t.store(),
             Actor::Operator,
+            &Origin::default(),
             other.id,
             live("theirs"),
             Timestamp::now(),
@@ -409,22 +440,42 @@ mod tests {
         let mut made = Vec::new();
         for name in ["one", "two", "three"] {
             made.push(
-                create(t.store(), Actor::Operator, a, live(name), Timestamp::now())
-                    .await
-                    .unwrap()
-                    .key,
+                create(
+                    t.store(),
+                    Actor::Operator,
+                    &Origin::default(),
+                    a,
+                    live(name),
+                    Timestamp::now(),
+                )
+                .await
+                .unwrap()
+                .key,
             );
         }
         let test_key = NewKey {
             key_type: KeyType::Test,
             ..live("test")
         };
-        create(t.store(), Actor::Operator, a, test_key, Timestamp::now())
-            .await
-            .unwrap();
-        revoke(t.store(), Actor::Operator, made[0].id, Timestamp::now())
-            .await
-            .unwrap();
+        create(
+            t.store(),
+            Actor::Operator,
+            &Origin::default(),
+            a,
+            test_key,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+        revoke(
+            t.store(),
+            Actor::Operator,
+            &Origin::default(),
+            made[0].id,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
 
         let first = page(
             t.store(),

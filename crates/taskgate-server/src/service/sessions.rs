@@ -28,10 +28,12 @@ use std::net::IpAddr;
 
 use rand::RngCore;
 use taskgate_core::user::password_problem;
-use taskgate_core::{Email, UserStatus};
+use taskgate_core::{
+    ActorType, AuditAction, AuditActor, AuditContext, AuditTarget, Changes, Email, UserStatus,
+};
 use taskgate_store::{Account, SessionRecord, StoreError, UserRecord};
 
-use super::Actor;
+use super::{Actor, Origin};
 use crate::password;
 use crate::state::AppState;
 
@@ -128,6 +130,8 @@ pub struct Credentials {
     pub password: String,
     /// The client's address (behind the trusted proxies).
     pub from: IpAddr,
+    /// Its `User-Agent`, for the audit log.
+    pub user_agent: Option<String>,
 }
 
 /// A session just started: its token, for the browser alone.
@@ -164,7 +168,9 @@ pub async fn sign_in(
         email,
         password,
         from: ip,
+        user_agent,
     } = credentials;
+    let origin = Origin::http(Some(ip), user_agent.as_deref());
     let limits = &app.sign_in_failures;
     if let Some(e) = &email
         && let Some(secs) = limits.failures_by_email.blocked(e)
@@ -202,7 +208,8 @@ pub async fn sign_in(
     };
     let user = match user {
         Some(u) if matches && u.status == UserStatus::Active => u,
-        _ => {
+        user => {
+            sign_in_failed(app, &origin, email.as_ref(), user.as_ref(), matches).await;
             // The address's reserved slot stays: it is this failure.
             if let Some(e) = email {
                 limits.failures_by_pair.record((e.clone(), ip));
@@ -216,10 +223,70 @@ pub async fn sign_in(
         let _ = app.store.delete_session(&old.hash()).await;
     }
     let token = start(app, &user).await?;
-    if let Err(e) = app.store.record_sign_in(user.id, app.clock.now()).await {
+    let audit = Actor::User(&user).audit(&origin);
+    if let Err(e) = app
+        .store
+        .record_sign_in(user.id, app.clock.now(), &audit)
+        .await
+    {
         tracing::warn!(error = %e, "dashboard: cannot record a sign-in");
     }
     Ok(Started { token, user })
+}
+
+/// Writes `user.sign_in_failed`: the user if the email is one's, else the
+/// email typed (if it is one), and why (`unknown_email`, `wrong_password`,
+/// `user_disabled`); never the password. A failure to write it is logged:
+/// the answer stays the same.
+async fn sign_in_failed(
+    app: &AppState,
+    origin: &Origin,
+    email: Option<&Email>,
+    user: Option<&UserRecord>,
+    password_matched: bool,
+) {
+    let (actor, target, reason) = match (user, email) {
+        (Some(u), _) => (
+            AuditActor::user(u.id, &u.email),
+            AuditTarget::user(u.id),
+            if password_matched {
+                "user_disabled"
+            } else {
+                "wrong_password"
+            },
+        ),
+        (None, email) => {
+            let actor = AuditActor {
+                kind: ActorType::User,
+                id: "unknown".to_owned(),
+                email: email.cloned(),
+            };
+            let target = match email {
+                Some(e) => AuditTarget::email(e),
+                None => AuditTarget {
+                    kind: "email".to_owned(),
+                    id: String::new(),
+                },
+            };
+            (actor, target, "unknown_email")
+        }
+    };
+    let mut changes = Changes::new();
+    taskgate_core::audit::created(&mut changes, "reason", reason);
+    let context = AuditContext::new(
+        actor,
+        origin.ip.map(|ip| ip.to_string()),
+        origin.user_agent.as_deref(),
+    );
+    let entry = context.entry(
+        AuditAction::UserSignInFailed,
+        user.map(|u| u.account_id),
+        target,
+        changes,
+    );
+    if let Err(e) = app.store.record_audit(&entry).await {
+        tracing::warn!(error = %e, "dashboard: cannot record a failed sign-in");
+    }
 }
 
 /// The session `token` opens: its user active, its lifetimes not passed
@@ -264,6 +331,8 @@ pub struct PasswordChange {
     pub new: String,
     /// The client's address (behind the trusted proxies).
     pub from: IpAddr,
+    /// Its `User-Agent`, for the audit log.
+    pub user_agent: Option<String>,
 }
 
 /// Changes the actor's own password. The current one is guessed at like a
@@ -299,8 +368,9 @@ pub async fn change_password(
     }
     let hash = password::hash_off_thread(change.new).await;
     // Ends every session of the user, this one too, in one transaction.
+    let audit = actor.audit(&Origin::http(Some(ip), change.user_agent.as_deref()));
     app.store
-        .set_password(user.id, &hash)
+        .set_password(user.id, &hash, &audit)
         .await?
         .ok_or(SessionError::UserNotFound)?;
     start(app, user).await
@@ -327,7 +397,7 @@ mod tests {
             role: Role::Member,
             password: Some(PASSWORD.to_owned()),
         };
-        users::create(t.store(), Actor::Operator, new)
+        users::create(t.store(), Actor::Operator, &Origin::default(), new)
             .await
             .unwrap()
             .user
@@ -338,6 +408,7 @@ mod tests {
             email: Email::normalize(email).ok(),
             password: password.to_owned(),
             from: ADDR,
+            user_agent: None,
         }
     }
 
@@ -346,6 +417,7 @@ mod tests {
             current: current.to_owned(),
             new: new.to_owned(),
             from: ADDR,
+            user_agent: None,
         }
     }
 
@@ -416,6 +488,7 @@ mod tests {
         users::set_status(
             t.store(),
             Actor::Operator,
+            &Origin::default(),
             &users::UserRef::Id(ada.id),
             UserStatus::Disabled,
         )

@@ -43,7 +43,7 @@ impl TestState {
             plan: config.default_plan.clone(),
             monthly_spend_limit: None,
         };
-        let account = accounts::create(&*store, &config, Actor::Operator, new)
+        let account = accounts::create(&*store, &config, Actor::Operator, &Default::default(), new)
             .await
             .expect("account");
         let clock = Clock::adjustable();

@@ -263,6 +263,7 @@ mod tests {
             t.store(),
             &t.app.config,
             Actor::Operator,
+            &crate::service::Origin::default(),
             crate::service::accounts::NewAccount {
                 name: "other".to_owned(),
                 plan: t.app.config.default_plan.clone(),
@@ -280,6 +281,7 @@ mod tests {
         let member = users::create(
             t.store(),
             Actor::Operator,
+            &crate::service::Origin::default(),
             make("m@example.com", Role::Member),
         )
         .await
@@ -288,6 +290,7 @@ mod tests {
         let admin = users::create(
             t.store(),
             Actor::Operator,
+            &crate::service::Origin::default(),
             make("a@example.com", Role::Admin),
         )
         .await

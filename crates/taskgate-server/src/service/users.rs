@@ -8,8 +8,8 @@ use taskgate_core::user::password_problem;
 use taskgate_core::{AccountId, Email, Role, Timestamp, UserId, UserStatus};
 use taskgate_store::{Store, StoreError, UserRecord};
 
-use super::Actor;
 use super::accounts::DEFAULT_ACCOUNT_NAME;
+use super::{Actor, Origin};
 use crate::password;
 
 /// The email of the admin a first start creates, unless told another.
@@ -99,6 +99,7 @@ fn chosen(password: Option<String>) -> Result<(String, bool), UserError> {
 pub async fn create(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     new: NewUser,
 ) -> Result<WithPassword, UserError> {
     if !actor.administers() {
@@ -119,10 +120,14 @@ pub async fn create(
         created_at: Timestamp::now(),
         last_sign_in_at: None,
     };
-    store.create_user(&user).await.map_err(|e| match e {
-        StoreError::Conflict(_) => UserError::EmailTaken(user.email.as_str().to_owned()),
-        e => e.into(),
-    })?;
+    let audit = actor.audit(origin);
+    store
+        .create_user(&user, &audit)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(_) => UserError::EmailTaken(user.email.as_str().to_owned()),
+            e => e.into(),
+        })?;
     Ok(WithPassword {
         user,
         generated_password: generated.then_some(password),
@@ -154,6 +159,7 @@ pub async fn find(store: &dyn Store, who: &UserRef) -> Result<UserRecord, UserEr
 pub async fn set_status(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     who: &UserRef,
     status: UserStatus,
 ) -> Result<UserRecord, UserError> {
@@ -167,7 +173,7 @@ pub async fn set_status(
         return Err(UserError::DisablingSelf);
     }
     store
-        .set_user_status(user.id, status)
+        .set_user_status(user.id, status, &actor.audit(origin))
         .await?
         .ok_or(UserError::NotFound)
 }
@@ -177,6 +183,7 @@ pub async fn set_status(
 pub async fn reset_password(
     store: &dyn Store,
     actor: Actor<'_>,
+    origin: &Origin,
     who: &UserRef,
     password: Option<String>,
 ) -> Result<WithPassword, UserError> {
@@ -187,7 +194,7 @@ pub async fn reset_password(
     let (password, generated) = chosen(password)?;
     let hash = password::hash_off_thread(password.clone()).await;
     let user = store
-        .set_password(user.id, &hash)
+        .set_password(user.id, &hash, &actor.audit(origin))
         .await?
         .ok_or(UserError::NotFound)?;
     Ok(WithPassword {
@@ -224,5 +231,7 @@ pub async fn bootstrap_admin(
         role: Role::Admin,
         password: None,
     };
-    create(store, Actor::Operator, new).await.map(Some)
+    create(store, Actor::Operator, &Origin::first_start(), new)
+        .await
+        .map(Some)
 }

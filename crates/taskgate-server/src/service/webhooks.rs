@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use serde_json::json;
 use taskgate_core::{
-    AccountId, DeliveryStatus, Mode, TaskId, Timestamp, WebhookDeliveryId, WebhookEndpointId,
-    WebhookEvent, WebhookEvents, WebhookSecret,
+    AccountId, AuditContext, DeliveryStatus, Mode, TaskId, Timestamp, WebhookDeliveryId,
+    WebhookEndpointId, WebhookEvent, WebhookEvents, WebhookSecret,
 };
 use taskgate_providers::upstream::fetch::{FetchPolicy, is_public, url_refusal};
 use taskgate_store::{
@@ -155,6 +155,7 @@ fn check_description(d: Option<String>) -> Result<Option<String>, WebhookError> 
 pub async fn create(
     app: &AppState,
     owner: Owner,
+    audit: &AuditContext,
     new: NewEndpoint,
 ) -> Result<WebhookEndpoint, WebhookError> {
     let url = check_url(&app.config.webhooks, &new.url).await?;
@@ -184,7 +185,7 @@ pub async fn create(
         failing_since: None,
         created_at: now,
     };
-    app.store.create_endpoint(&endpoint).await?;
+    app.store.create_endpoint(&endpoint, audit).await?;
     Ok(endpoint)
 }
 
@@ -218,6 +219,7 @@ pub async fn list(
 pub async fn update(
     app: &AppState,
     owner: Owner,
+    audit: &AuditContext,
     id: WebhookEndpointId,
     changes: EndpointChanges,
 ) -> Result<WebhookEndpoint, WebhookError> {
@@ -240,7 +242,7 @@ pub async fn update(
         enabled: changes.enabled,
     };
     app.store
-        .update_endpoint(owner.account, owner.mode, id, &update)
+        .update_endpoint(owner.account, owner.mode, id, &update, audit)
         .await?
         .ok_or(WebhookError::EndpointNotFound(id))
 }
@@ -248,11 +250,12 @@ pub async fn update(
 pub async fn delete(
     app: &AppState,
     owner: Owner,
+    audit: &AuditContext,
     id: WebhookEndpointId,
 ) -> Result<(), WebhookError> {
     if app
         .store
-        .delete_endpoint(owner.account, owner.mode, id, app.clock.now())
+        .delete_endpoint(owner.account, owner.mode, id, app.clock.now(), audit)
         .await?
     {
         Ok(())
@@ -266,12 +269,13 @@ pub async fn delete(
 pub async fn rotate_secret(
     app: &AppState,
     owner: Owner,
+    audit: &AuditContext,
     id: WebhookEndpointId,
 ) -> Result<WebhookSecret, WebhookError> {
     let secret = WebhookSecret::generate();
     let until = overlap_end(app);
     app.store
-        .rotate_endpoint_secret(owner.account, owner.mode, id, &secret, until)
+        .rotate_endpoint_secret(owner.account, owner.mode, id, &secret, until, audit)
         .await?
         .ok_or(WebhookError::EndpointNotFound(id))?;
     Ok(secret)
@@ -322,6 +326,7 @@ pub async fn signing_secret(app: &AppState, owner: Owner) -> Result<WebhookSecre
 pub async fn rotate_signing_secret(
     app: &AppState,
     owner: Owner,
+    audit: &AuditContext,
 ) -> Result<WebhookSecret, WebhookError> {
     let secret = WebhookSecret::generate();
     let s = app
@@ -332,6 +337,7 @@ pub async fn rotate_signing_secret(
             &secret,
             overlap_end(app),
             app.clock.now(),
+            audit,
         )
         .await?;
     Ok(s.secret)

@@ -6,17 +6,26 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
-use taskgate_core::{DeliveryStatus, TaskId, WebhookDeliveryId, WebhookEndpointId, WebhookEvent};
+use taskgate_core::{
+    AuditContext, DeliveryStatus, TaskId, WebhookDeliveryId, WebhookEndpointId, WebhookEvent,
+};
 
 use crate::auth::{Auth, WebhooksRead, WebhooksWrite};
 use crate::body::JsonObject;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
+use crate::principal::Principal;
 use crate::query::QueryPairs;
 use crate::service::webhooks::{self, DeliveryFilter, EndpointChanges, NewEndpoint, Owner};
+use crate::service::{Actor, Origin};
 use crate::state::AppState;
 use crate::v1::Page;
 use crate::views::{WebhookDeliveryView, WebhookEndpointView};
+
+/// The key's change, as the audit log records it.
+fn by(principal: &Principal, origin: &Origin) -> AuditContext {
+    Actor::Key(principal).audit(origin)
+}
 
 /// Refuses fields outside `known`.
 fn known_fields(map: &Map<String, Value>, known: &[&str]) -> ApiResult<()> {
@@ -94,6 +103,7 @@ fn of(e: webhooks::WebhookError, id: &str) -> ApiError {
 pub async fn create(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<WebhooksWrite>,
+    origin: Origin,
     body: JsonObject,
 ) -> ApiResult<Data> {
     let map = &body.map;
@@ -105,7 +115,7 @@ pub async fn create(
         events: events(map)?,
         description: string(map, "description")?,
     };
-    let endpoint = webhooks::create(&app, Owner::of(&principal), new)
+    let endpoint = webhooks::create(&app, Owner::of(&principal), &by(&principal, &origin), new)
         .await
         .map_err(ApiError::from)?;
     Data::with_status(
@@ -155,6 +165,7 @@ pub async fn details(
 pub async fn update(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<WebhooksWrite>,
+    origin: Origin,
     Path(id): Path<String>,
     body: JsonObject,
 ) -> ApiResult<Data> {
@@ -183,21 +194,33 @@ pub async fn update(
         },
         enabled,
     };
-    let e = webhooks::update(&app, Owner::of(&principal), endpoint, changes)
-        .await
-        .map_err(|e| of(e, &id))?;
+    let e = webhooks::update(
+        &app,
+        Owner::of(&principal),
+        &by(&principal, &origin),
+        endpoint,
+        changes,
+    )
+    .await
+    .map_err(|e| of(e, &id))?;
     Data::ok(&WebhookEndpointView::new(&e))
 }
 
 pub async fn delete(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<WebhooksWrite>,
+    origin: Origin,
     Path(id): Path<String>,
 ) -> ApiResult<Data> {
     let endpoint = endpoint_id(&id)?;
-    webhooks::delete(&app, Owner::of(&principal), endpoint)
-        .await
-        .map_err(|e| of(e, &id))?;
+    webhooks::delete(
+        &app,
+        Owner::of(&principal),
+        &by(&principal, &origin),
+        endpoint,
+    )
+    .await
+    .map_err(|e| of(e, &id))?;
     Data::ok(&json!({ "id": endpoint, "object": "webhook_endpoint", "deleted": true }))
 }
 
@@ -215,11 +238,17 @@ pub async fn secret(
 pub async fn rotate_secret(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<WebhooksWrite>,
+    origin: Origin,
     Path(id): Path<String>,
 ) -> ApiResult<Data> {
-    let s = webhooks::rotate_secret(&app, Owner::of(&principal), endpoint_id(&id)?)
-        .await
-        .map_err(|e| of(e, &id))?;
+    let s = webhooks::rotate_secret(
+        &app,
+        Owner::of(&principal),
+        &by(&principal, &origin),
+        endpoint_id(&id)?,
+    )
+    .await
+    .map_err(|e| of(e, &id))?;
     Data::ok(&json!({ "secret": s.expose() }))
 }
 
@@ -247,8 +276,9 @@ pub async fn signing_secret(
 pub async fn rotate_signing_secret(
     State(app): State<Arc<AppState>>,
     Auth(principal, ..): Auth<WebhooksWrite>,
+    origin: Origin,
 ) -> ApiResult<Data> {
-    let s = webhooks::rotate_signing_secret(&app, Owner::of(&principal))
+    let s = webhooks::rotate_signing_secret(&app, Owner::of(&principal), &by(&principal, &origin))
         .await
         .map_err(ApiError::from)?;
     Data::ok(&json!({ "secret": s.expose() }))

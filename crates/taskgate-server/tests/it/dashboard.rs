@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::utils::{Backend, TestApp, TestClient, both};
 
-const PASSWORD: &str = "violet kettle drums at noon";
+pub(crate) const PASSWORD: &str = "violet kettle drums at noon";
 
 /// A browser of one person: its cookie, no automatic redirects.
 pub(crate) struct Browser {
@@ -599,7 +599,15 @@ async fn catalog_and_try_it(backend: Backend) {
         ..Default::default()
     };
     app.store
-        .update_account(app.account_id.parse().unwrap(), &update)
+        .update_account(
+            app.account_id.parse().unwrap(),
+            &update,
+            &taskgate_core::AuditContext::new(
+                taskgate_core::AuditActor::operator("test"),
+                None,
+                None,
+            ),
+        )
         .await
         .unwrap();
     let r = b

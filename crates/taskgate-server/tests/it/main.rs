@@ -5,6 +5,7 @@ mod ops;
 mod utils;
 
 mod anthropic_door;
+mod audit;
 mod auth;
 mod call;
 mod cancel;

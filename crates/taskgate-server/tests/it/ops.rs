@@ -6,7 +6,7 @@ use serde_json::Value;
 use taskgate_core::{AccountId, ApiList, ApiSlug, KeyId, KeyType, Micros, Timestamp, UserStatus};
 use taskgate_server::Config;
 use taskgate_server::service::users::UserRef;
-use taskgate_server::service::{Actor, accounts, keys, users as users_service};
+use taskgate_server::service::{Actor, Origin, accounts, keys, users as users_service};
 use taskgate_server::views::{AccountView, KeyView, UserView};
 use taskgate_store::{AccountUpdate, Store};
 
@@ -35,7 +35,7 @@ pub mod admin {
             plan: accounts::plan_of(config, plan).map_err(|e| e.to_string())?,
             monthly_spend_limit: monthly_spend_limit_usd.and_then(usd).map(Micros),
         };
-        let a = accounts::create(store, config, Actor::Operator, new)
+        let a = accounts::create(store, config, Actor::Operator, &Origin::cli(), new)
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(AccountView::new(&a)))
@@ -57,7 +57,7 @@ pub mod admin {
             max_monthly_spend_limit_micros: None,
         };
         let id = AccountId::parse(id).map_err(|e| e.to_string())?;
-        let a = accounts::update(store, config, Actor::Operator, id, update)
+        let a = accounts::update(store, config, Actor::Operator, &Origin::cli(), id, update)
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(AccountView::new(&a)))
@@ -89,9 +89,16 @@ pub mod admin {
             }),
             expires_in_ms: new.expires_in_ms,
         };
-        let made = keys::create(store, Actor::Operator, account, new, Timestamp::now())
-            .await
-            .map_err(|e| e.to_string())?;
+        let made = keys::create(
+            store,
+            Actor::Operator,
+            &Origin::cli(),
+            account,
+            new,
+            Timestamp::now(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         Ok(json(KeyView::created(&made)))
     }
 
@@ -107,7 +114,7 @@ pub mod admin {
 
     pub async fn revoke_key(store: &dyn Store, id: &str) -> Result<Value> {
         let id = KeyId::parse(id).map_err(|e| e.to_string())?;
-        let k = keys::revoke(store, Actor::Operator, id, Timestamp::now())
+        let k = keys::revoke(store, Actor::Operator, &Origin::cli(), id, Timestamp::now())
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(KeyView::new(&k)))
@@ -115,9 +122,16 @@ pub mod admin {
 
     pub async fn roll_key(store: &dyn Store, id: &str, grace_ms: i64) -> Result<Value> {
         let id = KeyId::parse(id).map_err(|e| e.to_string())?;
-        let rolled = keys::roll(store, Actor::Operator, id, grace_ms, Timestamp::now())
-            .await
-            .map_err(|e| e.to_string())?;
+        let rolled = keys::roll(
+            store,
+            Actor::Operator,
+            &Origin::cli(),
+            id,
+            grace_ms,
+            Timestamp::now(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         Ok(json(KeyView::rolled(&rolled)))
     }
 }
@@ -138,7 +152,7 @@ pub mod users {
             role: role.parse()?,
             password,
         };
-        let made = users_service::create(store, Actor::Operator, new)
+        let made = users_service::create(store, Actor::Operator, &Origin::cli(), new)
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(UserView::with_password(&made)))
@@ -146,7 +160,7 @@ pub mod users {
 
     pub async fn set_status(store: &dyn Store, who: &str, status: UserStatus) -> Result<Value> {
         let who = UserRef::parse(who).ok_or("not a user")?;
-        let u = users_service::set_status(store, Actor::Operator, &who, status)
+        let u = users_service::set_status(store, Actor::Operator, &Origin::cli(), &who, status)
             .await
             .map_err(|e| e.to_string())?;
         Ok(json(UserView::new(&u)))

@@ -10,7 +10,13 @@ macro_rules! impl_accounts {
 
             #[async_trait::async_trait]
             impl $crate::AccountStore for $store {
-                async fn create_account(&self, a: &$crate::Account) -> $crate::StoreResult<()> {
+                async fn create_account(
+                    &self,
+                    a: &$crate::Account,
+                    audit: &taskgate_core::AuditContext,
+                ) -> $crate::StoreResult<()> {
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
                     sqlx::query(
                         "INSERT INTO accounts (id, name, plan, status, monthly_spend_limit_micros, \
                          max_monthly_spend_limit_micros, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -22,8 +28,16 @@ macro_rules! impl_accounts {
                     .bind(a.monthly_spend_limit_micros)
                     .bind(a.max_monthly_spend_limit_micros)
                     .bind(a.created_at)
-                    .execute(self.writer())
+                    .execute(&mut *tx)
                     .await?;
+                    let entry = audit.entry(
+                        taskgate_core::AuditAction::AccountCreated,
+                        Some(a.id),
+                        taskgate_core::AuditTarget::account(a.id),
+                        $crate::audit::account_created(a),
+                    );
+                    $crate::audit::audit_append!(tx, head, &entry);
+                    tx.commit().await?;
                     Ok(())
                 }
 
@@ -54,7 +68,18 @@ macro_rules! impl_accounts {
                     &self,
                     id: taskgate_core::AccountId,
                     u: &$crate::AccountUpdate,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<Option<$crate::Account>> {
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let before: Option<$crate::Account> =
+                        sqlx::query_as("SELECT * FROM accounts WHERE id = $1")
+                            .bind(id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                    let Some(before) = before else {
+                        return Ok(None);
+                    };
                     // One statement: absent fields keep their value.
                     let set = |v: Option<Option<i64>>| match v {
                         Some(v) => (1i64, v),
@@ -62,7 +87,7 @@ macro_rules! impl_accounts {
                     };
                     let (set_limit, limit) = set(u.monthly_spend_limit_micros);
                     let (set_ceiling, ceiling) = set(u.max_monthly_spend_limit_micros);
-                    Ok(sqlx::query_as(
+                    let after: $crate::Account = sqlx::query_as(
                         "UPDATE accounts SET plan = COALESCE($2, plan), status = COALESCE($3, status), \
                          monthly_spend_limit_micros = CASE WHEN $4 = 1 THEN $5 ELSE monthly_spend_limit_micros END, \
                          max_monthly_spend_limit_micros = \
@@ -76,8 +101,20 @@ macro_rules! impl_accounts {
                     .bind(limit)
                     .bind(set_ceiling)
                     .bind(ceiling)
-                    .fetch_optional(self.writer())
-                    .await?)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let changes = $crate::audit::account_changes(&before, &after);
+                    if !changes.is_empty() {
+                        let entry = audit.entry(
+                            taskgate_core::AuditAction::AccountUpdated,
+                            Some(id),
+                            taskgate_core::AuditTarget::account(id),
+                            changes,
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
+                    tx.commit().await?;
+                    Ok(Some(after))
                 }
             }
         };

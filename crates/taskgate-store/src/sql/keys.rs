@@ -10,8 +10,23 @@ macro_rules! impl_keys {
 
             #[async_trait::async_trait]
             impl $crate::KeyStore for $store {
-                async fn create_key(&self, k: &$crate::KeyRecord, key_hash: &str) -> $crate::StoreResult<()> {
-                    $crate::sql::insert_key!(k, key_hash).execute(self.writer()).await?;
+                async fn create_key(
+                    &self,
+                    k: &$crate::KeyRecord,
+                    key_hash: &str,
+                    audit: &taskgate_core::AuditContext,
+                ) -> $crate::StoreResult<()> {
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    $crate::sql::insert_key!(k, key_hash).execute(&mut *tx).await?;
+                    let entry = audit.entry(
+                        taskgate_core::AuditAction::KeyCreated,
+                        Some(k.account_id),
+                        taskgate_core::AuditTarget::key(k.id),
+                        $crate::audit::key_created(k),
+                    );
+                    $crate::audit::audit_append!(tx, head, &entry);
+                    tx.commit().await?;
                     Ok(())
                 }
 
@@ -90,15 +105,44 @@ macro_rules! impl_keys {
                     &self,
                     id: taskgate_core::KeyId,
                     at: taskgate_core::Timestamp,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<Option<$crate::KeyRecord>> {
-                    Ok(sqlx::query_as(concat!(
+                    let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let before: Option<$crate::KeyRecord> =
+                        sqlx::query_as($crate::sql::select_keys!("WHERE id = $1"))
+                            .bind(id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                    let Some(before) = before else {
+                        return Ok(None);
+                    };
+                    let after: $crate::KeyRecord = sqlx::query_as(concat!(
                         "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING ",
                         $crate::sql::key_columns!()
                     ))
                     .bind(id)
                     .bind(at)
-                    .fetch_optional(self.writer())
-                    .await?)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if before.revoked_at.is_none() {
+                        let mut changes = taskgate_core::Changes::new();
+                        taskgate_core::audit::change(
+                            &mut changes,
+                            "revoked_at",
+                            None,
+                            after.revoked_at.map(|t| t.rfc3339()),
+                        );
+                        let entry = audit.entry(
+                            taskgate_core::AuditAction::KeyRevoked,
+                            Some(after.account_id),
+                            taskgate_core::AuditTarget::key(id),
+                            changes,
+                        );
+                        $crate::audit::audit_append!(tx, head, &entry);
+                    }
+                    tx.commit().await?;
+                    Ok(Some(after))
                 }
 
                 async fn roll_key(
@@ -107,8 +151,15 @@ macro_rules! impl_keys {
                     new: &$crate::KeyRecord,
                     new_hash: &str,
                     old_expires_at: taskgate_core::Timestamp,
+                    audit: &taskgate_core::AuditContext,
                 ) -> $crate::StoreResult<()> {
                     let mut tx = self.writer().begin().await?;
+                    let head = $crate::audit::audit_lock!(tx);
+                    let before: Option<$crate::KeyRecord> =
+                        sqlx::query_as($crate::sql::select_keys!("WHERE id = $1"))
+                            .bind(old_id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
                     // An earlier expiry stays: rolling never lengthens a key's life.
                     let updated = sqlx::query(
                         "UPDATE api_keys SET expires_at = CASE WHEN expires_at IS NULL OR expires_at > $2 \
@@ -122,6 +173,28 @@ macro_rules! impl_keys {
                         return Err($crate::StoreError::NotFound);
                     }
                     $crate::sql::insert_key!(new, new_hash).execute(&mut *tx).await?;
+                    let old = before.ok_or($crate::StoreError::NotFound)?;
+                    // The old key's new end: its own if that was earlier.
+                    let old_end = match old.expires_at {
+                        Some(t) if t <= old_expires_at => t,
+                        _ => old_expires_at,
+                    };
+                    let mut changes = taskgate_core::Changes::new();
+                    taskgate_core::audit::change(
+                        &mut changes,
+                        "expires_at",
+                        old.expires_at.map(|t| t.rfc3339()),
+                        Some(old_end.rfc3339()),
+                    );
+                    taskgate_core::audit::created(&mut changes, "replaced_by", new.id.to_string());
+                    taskgate_core::audit::created(&mut changes, "replaced_by_hint", &new.hint);
+                    let entry = audit.entry(
+                        taskgate_core::AuditAction::KeyRolled,
+                        Some(old.account_id),
+                        taskgate_core::AuditTarget::key(old_id),
+                        changes,
+                    );
+                    $crate::audit::audit_append!(tx, head, &entry);
                     tx.commit().await?;
                     Ok(())
                 }

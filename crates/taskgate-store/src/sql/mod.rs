@@ -396,6 +396,7 @@ macro_rules! impl_store {
         $crate::users::impl_users!($store);
         $crate::usage::impl_requests!($store);
         $crate::webhooks::impl_webhooks!($store);
+        $crate::audit::impl_audit!($store);
     };
 }
 pub(crate) use impl_store;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use taskgate_core::{AccountId, AccountStatus, PlanName};
 use taskgate_store::{AccountUpdate, Store};
 
-use crate::fixtures::account;
+use crate::fixtures::{account, by};
 
 fn plan(name: &str) -> PlanName {
     PlanName::parse(name).expect("a plan name")
@@ -22,7 +22,10 @@ pub async fn create_get_list_count(store: Arc<dyn Store>) {
     second.created_at = second.created_at.plus_ms(1_000);
     let third = account("Initech");
     for a in [&first, &second, &third] {
-        store.create_account(a).await.expect("create account");
+        store
+            .create_account(a, &by())
+            .await
+            .expect("create account");
     }
 
     for a in [&first, &second, &third] {
@@ -38,7 +41,7 @@ pub async fn create_get_list_count(store: Arc<dyn Store>) {
     // Ids are unique.
     let mut duplicate = account("Duplicate");
     duplicate.id = first.id;
-    assert!(store.create_account(&duplicate).await.is_err());
+    assert!(store.create_account(&duplicate, &by()).await.is_err());
     assert_eq!(store.count_accounts().await.unwrap(), 3);
     assert_eq!(store.get_account(first.id).await.unwrap(), Some(first));
 }
@@ -46,12 +49,12 @@ pub async fn create_get_list_count(store: Arc<dyn Store>) {
 pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
     let original = account("Acme");
     let other = account("Bystander");
-    store.create_account(&original).await.unwrap();
-    store.create_account(&other).await.unwrap();
+    store.create_account(&original, &by()).await.unwrap();
+    store.create_account(&other, &by()).await.unwrap();
 
     // Nothing to change: the account comes back as it was.
     let same = store
-        .update_account(original.id, &AccountUpdate::default())
+        .update_account(original.id, &AccountUpdate::default(), &by())
         .await
         .unwrap();
     assert_eq!(same.as_ref(), Some(&original));
@@ -63,7 +66,10 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
     };
     let mut expected = original.clone();
     expected.plan = plan("scale");
-    let updated = store.update_account(original.id, &update).await.unwrap();
+    let updated = store
+        .update_account(original.id, &update, &by())
+        .await
+        .unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // Status only; the new plan stays.
@@ -72,7 +78,10 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     expected.status = AccountStatus::Suspended;
-    let updated = store.update_account(original.id, &update).await.unwrap();
+    let updated = store
+        .update_account(original.id, &update, &by())
+        .await
+        .unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // A new limit.
@@ -81,7 +90,10 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     expected.monthly_spend_limit_micros = Some(7_500_000);
-    let updated = store.update_account(original.id, &update).await.unwrap();
+    let updated = store
+        .update_account(original.id, &update, &by())
+        .await
+        .unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // Some(None) clears the limit; the other fields change together with it.
@@ -94,7 +106,10 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
     expected.plan = plan("enterprise");
     expected.status = AccountStatus::Active;
     expected.monthly_spend_limit_micros = None;
-    let updated = store.update_account(original.id, &update).await.unwrap();
+    let updated = store
+        .update_account(original.id, &update, &by())
+        .await
+        .unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // None for the limit leaves "no limit" alone.
@@ -103,7 +118,10 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     expected.plan = plan("starter");
-    let updated = store.update_account(original.id, &update).await.unwrap();
+    let updated = store
+        .update_account(original.id, &update, &by())
+        .await
+        .unwrap();
     assert_eq!(updated.as_ref(), Some(&expected));
 
     // The update persisted and touched no other account.
@@ -120,7 +138,7 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
     };
     assert_eq!(
         store
-            .update_account(AccountId::new(), &update)
+            .update_account(AccountId::new(), &update, &by())
             .await
             .unwrap(),
         None
@@ -134,7 +152,7 @@ pub async fn update_keeps_absent_fields(store: Arc<dyn Store>) {
 pub async fn spend_ceiling(store: Arc<dyn Store>) {
     let mut with_ceiling = account("Capped");
     with_ceiling.max_monthly_spend_limit_micros = Some(100_000_000);
-    store.create_account(&with_ceiling).await.unwrap();
+    store.create_account(&with_ceiling, &by()).await.unwrap();
     assert_eq!(
         store.get_account(with_ceiling.id).await.unwrap().as_ref(),
         Some(&with_ceiling)
@@ -150,7 +168,7 @@ pub async fn spend_ceiling(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     let lowered = store
-        .update_account(with_ceiling.id, &update)
+        .update_account(with_ceiling.id, &update, &by())
         .await
         .unwrap()
         .unwrap();
@@ -165,7 +183,7 @@ pub async fn spend_ceiling(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     let own_none = store
-        .update_account(with_ceiling.id, &update)
+        .update_account(with_ceiling.id, &update, &by())
         .await
         .unwrap()
         .unwrap();
@@ -180,7 +198,7 @@ pub async fn spend_ceiling(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     let both = store
-        .update_account(with_ceiling.id, &update)
+        .update_account(with_ceiling.id, &update, &by())
         .await
         .unwrap()
         .unwrap();
@@ -190,7 +208,7 @@ pub async fn spend_ceiling(store: Arc<dyn Store>) {
         ..AccountUpdate::default()
     };
     let removed = store
-        .update_account(with_ceiling.id, &update)
+        .update_account(with_ceiling.id, &update, &by())
         .await
         .unwrap()
         .unwrap();

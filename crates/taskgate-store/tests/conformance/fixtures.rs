@@ -11,15 +11,24 @@ use std::sync::{LazyLock, Mutex};
 
 use serde_json::Value;
 use taskgate_core::{
-    AccountId, AccountStatus, ApiSlug, Attempt, AttemptOutcome, Attempts, IdempotencyKey, KeyId,
-    KeyType, Mode, PlanName, RequestId, RunnerId, Scope, Scopes, TaskError, TaskEvent, TaskEvents,
-    TaskId, TaskStatus, Timestamp,
+    AccountId, AccountStatus, ApiSlug, Attempt, AttemptOutcome, Attempts, AuditActor, AuditContext,
+    IdempotencyKey, KeyId, KeyType, Mode, PlanName, RequestId, RunnerId, Scope, Scopes, TaskError,
+    TaskEvent, TaskEvents, TaskId, TaskStatus, Timestamp,
 };
 use taskgate_store::{
     Account, IdempotencyBegin, KeyRecord, Store, TaskFinish, TaskQuery, TaskRecord,
 };
 
 pub const MINUTE: i64 = 60_000;
+
+/// Who the checks' changes are made by, for the audit log.
+pub fn by() -> AuditContext {
+    AuditContext::new(
+        AuditActor::operator("conformance"),
+        None,
+        Some("conformance suite"),
+    )
+}
 pub const HOUR: i64 = 60 * MINUTE;
 pub const DAY: i64 = 24 * HOUR;
 /// 2026-01-01T00:00:00Z: the clock of the checks.
@@ -83,7 +92,7 @@ pub fn account(name: &str) -> Account {
 pub async fn new_account(store: &dyn Store, name: &str) -> Account {
     let account = account(name);
     store
-        .create_account(&account)
+        .create_account(&account, &by())
         .await
         .expect("create account");
     account
@@ -113,7 +122,7 @@ pub fn hash_of(key: &KeyRecord) -> String {
 
 pub async fn new_key(store: &dyn Store, key: KeyRecord) -> KeyRecord {
     store
-        .create_key(&key, &hash_of(&key))
+        .create_key(&key, &hash_of(&key), &by())
         .await
         .expect("create key");
     key

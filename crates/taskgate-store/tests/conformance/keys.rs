@@ -5,7 +5,7 @@ use std::sync::Arc;
 use taskgate_core::{AccountId, ApiList, KeyId, KeyType, Mode, Scope, Scopes};
 use taskgate_store::{KeyRecord, Store, StoreError};
 
-use crate::fixtures::{DAY, HOUR, T0, api, at, hash_of, key, new_account, new_key};
+use crate::fixtures::{DAY, HOUR, T0, api, at, by, hash_of, key, new_account, new_key};
 
 pub async fn create_get_find_list(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
@@ -47,20 +47,30 @@ pub async fn create_get_find_list(store: Arc<dyn Store>) {
     let mut same_hash = key(acme.id);
     assert!(
         store
-            .create_key(&same_hash, &hash_of(&plain))
+            .create_key(&same_hash, &hash_of(&plain), &by())
             .await
             .is_err()
     );
     same_hash.id = plain.id;
-    assert!(store.create_key(&same_hash, "sha256:fresh").await.is_err());
+    assert!(
+        store
+            .create_key(&same_hash, "sha256:fresh", &by())
+            .await
+            .is_err()
+    );
     let orphan = key(AccountId::new());
-    assert!(store.create_key(&orphan, &hash_of(&orphan)).await.is_err());
+    assert!(
+        store
+            .create_key(&orphan, &hash_of(&orphan), &by())
+            .await
+            .is_err()
+    );
     assert_eq!(store.get_key(orphan.id).await.unwrap(), None);
     assert_eq!(store.list_keys(acme.id).await.unwrap().len(), 2);
 
     // A revoked key is still found by its hash, with its state.
     let revoked = store
-        .revoke_key(plain.id, at(T0 + 9))
+        .revoke_key(plain.id, at(T0 + 9), &by())
         .await
         .unwrap()
         .unwrap();
@@ -75,17 +85,29 @@ pub async fn revoke_keeps_first_time(store: Arc<dyn Store>) {
 
     let mut expected = target.clone();
     expected.revoked_at = Some(at(T0 + 100));
-    let revoked = store.revoke_key(target.id, at(T0 + 100)).await.unwrap();
+    let revoked = store
+        .revoke_key(target.id, at(T0 + 100), &by())
+        .await
+        .unwrap();
     assert_eq!(revoked.as_ref(), Some(&expected));
 
     // Revoking again keeps the first time.
-    let again = store.revoke_key(target.id, at(T0 + 200)).await.unwrap();
+    let again = store
+        .revoke_key(target.id, at(T0 + 200), &by())
+        .await
+        .unwrap();
     assert_eq!(again.as_ref(), Some(&expected));
-    let earlier = store.revoke_key(target.id, at(T0 + 50)).await.unwrap();
+    let earlier = store
+        .revoke_key(target.id, at(T0 + 50), &by())
+        .await
+        .unwrap();
     assert_eq!(earlier.as_ref(), Some(&expected));
     assert_eq!(store.get_key(target.id).await.unwrap(), Some(expected));
 
-    assert_eq!(store.revoke_key(KeyId::new(), at(T0)).await.unwrap(), None);
+    assert_eq!(
+        store.revoke_key(KeyId::new(), at(T0), &by()).await.unwrap(),
+        None
+    );
     assert_eq!(store.get_key(bystander.id).await.unwrap(), Some(bystander));
 }
 
@@ -105,7 +127,7 @@ pub async fn roll_caps_old_expiry(store: Arc<dyn Store>) {
     let forever = new_key(&*store, key(acme.id)).await;
     let new = successor(&forever, T0 + 10);
     store
-        .roll_key(forever.id, &new, &hash_of(&new), grace)
+        .roll_key(forever.id, &new, &hash_of(&new), grace, &by())
         .await
         .expect("roll");
     assert_eq!(store.get_key(new.id).await.unwrap().as_ref(), Some(&new));
@@ -121,7 +143,7 @@ pub async fn roll_caps_old_expiry(store: Arc<dyn Store>) {
     let soon = new_key(&*store, soon).await;
     let new = successor(&soon, T0 + 20);
     store
-        .roll_key(soon.id, &new, &hash_of(&new), grace)
+        .roll_key(soon.id, &new, &hash_of(&new), grace, &by())
         .await
         .expect("roll");
     assert_eq!(store.get_key(soon.id).await.unwrap(), Some(soon));
@@ -133,7 +155,7 @@ pub async fn roll_caps_old_expiry(store: Arc<dyn Store>) {
     let late = new_key(&*store, late).await;
     let new = successor(&late, T0 + 30);
     store
-        .roll_key(late.id, &new, &hash_of(&new), grace)
+        .roll_key(late.id, &new, &hash_of(&new), grace, &by())
         .await
         .expect("roll");
     let mut expected = late.clone();
@@ -144,7 +166,7 @@ pub async fn roll_caps_old_expiry(store: Arc<dyn Store>) {
     assert_eq!(store.list_keys(acme.id).await.unwrap().len(), 6);
     let newest = successor(&new, T0 + 40);
     store
-        .roll_key(new.id, &newest, &hash_of(&newest), at(T0 + 2 * DAY))
+        .roll_key(new.id, &newest, &hash_of(&newest), at(T0 + 2 * DAY), &by())
         .await
         .expect("roll the rolled key");
     let rolled = store.get_key(new.id).await.unwrap().unwrap();
@@ -156,14 +178,14 @@ pub async fn roll_refuses_revoked_and_unknown(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let revoked = new_key(&*store, key(acme.id)).await;
     let revoked = store
-        .revoke_key(revoked.id, at(T0 + 5))
+        .revoke_key(revoked.id, at(T0 + 5), &by())
         .await
         .unwrap()
         .unwrap();
 
     let new = successor(&revoked, T0 + 10);
     let result = store
-        .roll_key(revoked.id, &new, &hash_of(&new), at(T0 + DAY))
+        .roll_key(revoked.id, &new, &hash_of(&new), at(T0 + DAY), &by())
         .await;
     assert!(
         matches!(result, Err(StoreError::NotFound)),
@@ -175,7 +197,7 @@ pub async fn roll_refuses_revoked_and_unknown(store: Arc<dyn Store>) {
 
     let new = successor(&key(acme.id), T0 + 10);
     let result = store
-        .roll_key(KeyId::new(), &new, &hash_of(&new), at(T0 + DAY))
+        .roll_key(KeyId::new(), &new, &hash_of(&new), at(T0 + DAY), &by())
         .await;
     assert!(
         matches!(result, Err(StoreError::NotFound)),
@@ -194,7 +216,7 @@ pub async fn roll_is_atomic(store: Arc<dyn Store>) {
     // expiry and nothing is created.
     let new = successor(&old, T0 + 10);
     let result = store
-        .roll_key(old.id, &new, &hash_of(&other), at(T0 + DAY))
+        .roll_key(old.id, &new, &hash_of(&other), at(T0 + DAY), &by())
         .await;
     assert!(result.is_err(), "a duplicate hash must fail the roll");
     assert_eq!(store.get_key(old.id).await.unwrap(), Some(old.clone()));
@@ -206,7 +228,7 @@ pub async fn roll_is_atomic(store: Arc<dyn Store>) {
 
     // The store still works afterwards.
     store
-        .roll_key(old.id, &new, &hash_of(&new), at(T0 + DAY))
+        .roll_key(old.id, &new, &hash_of(&new), at(T0 + DAY), &by())
         .await
         .expect("roll after a failed roll");
     assert_eq!(store.get_key(new.id).await.unwrap(), Some(new));

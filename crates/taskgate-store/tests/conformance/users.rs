@@ -6,7 +6,7 @@ use std::sync::Arc;
 use taskgate_core::{Email, Role, UserId, UserStatus};
 use taskgate_store::{SessionRecord, Store, StoreError, UserRecord};
 
-use crate::fixtures::{at, new_account};
+use crate::fixtures::{at, by, new_account};
 
 fn user(account: &taskgate_store::Account, email: &str, role: Role) -> UserRecord {
     UserRecord {
@@ -37,13 +37,13 @@ pub async fn one_user_per_email(store: Arc<dyn Store>) {
     let globex = new_account(&*store, "Globex").await;
     let ada = user(&acme, "ada@example.com", Role::Owner);
     let bob = user(&globex, "bob@example.com", Role::Member);
-    store.create_user(&ada).await.unwrap();
-    store.create_user(&bob).await.unwrap();
+    store.create_user(&ada, &by()).await.unwrap();
+    store.create_user(&bob, &by()).await.unwrap();
     assert_eq!(store.count_users().await.unwrap(), 2);
 
     let again = user(&globex, "ADA@example.com", Role::Admin);
     assert!(matches!(
-        store.create_user(&again).await,
+        store.create_user(&again, &by()).await,
         Err(StoreError::Conflict(_))
     ));
     assert_eq!(store.get_user(ada.id).await.unwrap(), Some(ada.clone()));
@@ -67,7 +67,10 @@ pub async fn one_user_per_email(store: Arc<dyn Store>) {
         vec![ada.clone(), bob]
     );
 
-    store.record_sign_in(ada.id, at(5_000)).await.unwrap();
+    store
+        .record_sign_in(ada.id, at(5_000), &by())
+        .await
+        .unwrap();
     let signed = store.get_user(ada.id).await.unwrap().unwrap();
     assert_eq!(signed.last_sign_in_at, Some(at(5_000)));
 }
@@ -76,8 +79,8 @@ pub async fn disabling_and_new_passwords_end_sessions(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let ada = user(&acme, "ada@example.com", Role::Owner);
     let bob = user(&acme, "bob@example.com", Role::Member);
-    store.create_user(&ada).await.unwrap();
-    store.create_user(&bob).await.unwrap();
+    store.create_user(&ada, &by()).await.unwrap();
+    store.create_user(&bob, &by()).await.unwrap();
     for (u, token) in [(&ada, "a1"), (&ada, "a2"), (&bob, "b1")] {
         store
             .create_session(&session(u, token, 2_000))
@@ -86,7 +89,7 @@ pub async fn disabling_and_new_passwords_end_sessions(store: Arc<dyn Store>) {
     }
 
     let disabled = store
-        .set_user_status(ada.id, UserStatus::Disabled)
+        .set_user_status(ada.id, UserStatus::Disabled, &by())
         .await
         .unwrap()
         .unwrap();
@@ -96,7 +99,7 @@ pub async fn disabling_and_new_passwords_end_sessions(store: Arc<dyn Store>) {
     assert!(store.find_session("b1").await.unwrap().is_some());
 
     let changed = store
-        .set_password(bob.id, "$argon2id$new")
+        .set_password(bob.id, "$argon2id$new", &by())
         .await
         .unwrap()
         .unwrap();
@@ -105,7 +108,7 @@ pub async fn disabling_and_new_passwords_end_sessions(store: Arc<dyn Store>) {
 
     assert!(
         store
-            .set_user_status(UserId::new(), UserStatus::Active)
+            .set_user_status(UserId::new(), UserStatus::Active, &by())
             .await
             .unwrap()
             .is_none()
@@ -115,7 +118,7 @@ pub async fn disabling_and_new_passwords_end_sessions(store: Arc<dyn Store>) {
 pub async fn sessions_are_found_touched_and_purged(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let ada = user(&acme, "ada@example.com", Role::Admin);
-    store.create_user(&ada).await.unwrap();
+    store.create_user(&ada, &by()).await.unwrap();
 
     let fresh = session(&ada, "fresh", 10_000);
     let idle = session(&ada, "idle", 1_000);

@@ -11,7 +11,9 @@ use taskgate_store::{
     DeliveryOutcome, DeliveryQuery, Store, WebhookDelivery, WebhookEndpoint, WebhookEndpointUpdate,
 };
 
-use crate::fixtures::{MINUTE, T0, at, finish, insert, new_account, runner, running_task, task_of};
+use crate::fixtures::{
+    MINUTE, T0, at, by, finish, insert, new_account, runner, running_task, task_of,
+};
 
 fn endpoint(account: AccountId, mode: Mode, events: &[WebhookEvent]) -> WebhookEndpoint {
     WebhookEndpoint {
@@ -70,8 +72,8 @@ pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let live = endpoint(acme.id, Mode::Live, &[WebhookEvent::TaskSucceeded]);
     let test = endpoint(acme.id, Mode::Test, &[WebhookEvent::TaskFailed]);
-    store.create_endpoint(&live).await.unwrap();
-    store.create_endpoint(&test).await.unwrap();
+    store.create_endpoint(&live, &by()).await.unwrap();
+    store.create_endpoint(&test, &by()).await.unwrap();
 
     let got = store
         .get_endpoint(acme.id, Mode::Live, live.id)
@@ -105,7 +107,7 @@ pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
         enabled: Some(false),
     };
     let changed = store
-        .update_endpoint(acme.id, Mode::Live, live.id, &update)
+        .update_endpoint(acme.id, Mode::Live, live.id, &update, &by())
         .await
         .unwrap()
         .expect("updated");
@@ -122,7 +124,7 @@ pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
         ..Default::default()
     };
     let back = store
-        .update_endpoint(acme.id, Mode::Live, live.id, &enabled)
+        .update_endpoint(acme.id, Mode::Live, live.id, &enabled, &by())
         .await
         .unwrap()
         .unwrap();
@@ -131,7 +133,7 @@ pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
 
     let new = WebhookSecret::generate();
     let rotated = store
-        .rotate_endpoint_secret(acme.id, Mode::Live, live.id, &new, at(T0 + MINUTE))
+        .rotate_endpoint_secret(acme.id, Mode::Live, live.id, &new, at(T0 + MINUTE), &by())
         .await
         .unwrap()
         .unwrap();
@@ -146,13 +148,13 @@ pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
 
     assert!(
         !store
-            .delete_endpoint(acme.id, Mode::Test, live.id, at(T0))
+            .delete_endpoint(acme.id, Mode::Test, live.id, at(T0), &by())
             .await
             .unwrap()
     );
     assert!(
         store
-            .delete_endpoint(acme.id, Mode::Live, live.id, at(T0))
+            .delete_endpoint(acme.id, Mode::Live, live.id, at(T0), &by())
             .await
             .unwrap()
     );
@@ -163,7 +165,7 @@ pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
 pub async fn an_endpoint_that_keeps_failing_is_disabled(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let e = endpoint(acme.id, Mode::Live, &all_events());
-    store.create_endpoint(&e).await.unwrap();
+    store.create_endpoint(&e, &by()).await.unwrap();
     let cutoff = at(T0);
     assert!(
         !store
@@ -230,7 +232,7 @@ pub async fn signing_secrets_are_made_once_and_rotate(store: Arc<dyn Store>) {
     assert_eq!(test.secret, b, "one per mode");
     let c = WebhookSecret::generate();
     let rotated = store
-        .rotate_signing_secret(acme.id, Mode::Live, &c, at(T0 + MINUTE), at(T0))
+        .rotate_signing_secret(acme.id, Mode::Live, &c, at(T0 + MINUTE), at(T0), &by())
         .await
         .unwrap();
     assert_eq!(rotated.secret, c);
@@ -248,7 +250,7 @@ pub async fn every_change_of_a_task_writes_its_deliveries(store: Arc<dyn Store>)
     let test_mode = endpoint(acme.id, Mode::Test, &all_events());
     let others = endpoint(other.id, Mode::Live, &all_events());
     for e in [&all, &ends, &off, &test_mode, &others] {
-        store.create_endpoint(e).await.unwrap();
+        store.create_endpoint(e, &by()).await.unwrap();
     }
     let (a, e) = (all.id.to_string(), ends.id.to_string());
 
@@ -360,7 +362,7 @@ fn outcome(status: DeliveryStatus, next: Option<i64>, claimed: i64) -> DeliveryO
 async fn one_delivery(store: &dyn Store) -> (AccountId, WebhookDelivery) {
     let acme = new_account(store, "Acme").await;
     let e = endpoint(acme.id, Mode::Live, &all_events());
-    store.create_endpoint(&e).await.unwrap();
+    store.create_endpoint(&e, &by()).await.unwrap();
     let t = running_task(store, acme.id, "runner-1", T0, T0 + MINUTE).await;
     let mut rows = store.list_deliveries(&everything(acme.id)).await.unwrap();
     assert_eq!(rows.len(), 1, "the running event");
@@ -462,7 +464,7 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
 pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let e = endpoint(acme.id, Mode::Live, &all_events());
-    store.create_endpoint(&e).await.unwrap();
+    store.create_endpoint(&e, &by()).await.unwrap();
     let test = store
         .enqueue_test(&e, r#"{"type":"webhook.test"}"#, at(T0))
         .await
@@ -474,7 +476,7 @@ pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
     // Deleting the endpoint stops what it had still to receive.
     assert!(
         store
-            .delete_endpoint(acme.id, Mode::Live, e.id, at(T0))
+            .delete_endpoint(acme.id, Mode::Live, e.id, at(T0), &by())
             .await
             .unwrap()
     );
@@ -511,8 +513,8 @@ pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
         endpoint(acme.id, Mode::Live, &all_events()),
         endpoint(acme.id, Mode::Live, &all_events()),
     );
-    store.create_endpoint(&a).await.unwrap();
-    store.create_endpoint(&b).await.unwrap();
+    store.create_endpoint(&a, &by()).await.unwrap();
+    store.create_endpoint(&b, &by()).await.unwrap();
     for _ in 0..5 {
         store.enqueue_test(&a, "{}", at(T0)).await.unwrap();
     }
