@@ -86,15 +86,14 @@ pub async fn envelope(
         .as_ref()
         .filter(|_| !spans::UNTRACED_ROUTES.contains(&route.as_str()))
         .map(|t| spans::request_span(t, &request, &route));
+    let scope = app.telemetry.scoped.then(|| Scope {
+        span: span.as_ref().map(|s| s.context().clone()),
+        request_id: Some(request_id),
+    });
     let served = serve(request, next, request_id, route, started, span);
-    if app.telemetry.scoped {
-        let scope = Scope {
-            span: None,
-            request_id: Some(request_id),
-        };
-        scope.run(served).await
-    } else {
-        served.await
+    match scope {
+        Some(scope) => scope.run(served).await,
+        None => served.await,
     }
 }
 
@@ -108,18 +107,7 @@ async fn serve(
 ) -> Response {
     let method = request.method().clone();
     // A panic in a handler is a bug; the client still gets the contract's 500.
-    let handled = AssertUnwindSafe(next.run(request)).catch_unwind();
-    let handled = match &span {
-        Some(span) => {
-            let scope = Scope {
-                span: Some(span.context().clone()),
-                request_id: Some(request_id),
-            };
-            scope.run(handled).await
-        }
-        None => handled.await,
-    };
-    let mut response = match handled {
+    let mut response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
         Ok(r) => r,
         Err(_) => {
             tracing::error!(request_id = %request_id, "a handler panicked");
@@ -154,10 +142,8 @@ async fn serve(
         );
     }
     crate::metrics::record_request(&method, &route, response.status(), started.elapsed());
-    let trace = span.as_ref().map(|s| s.context().trace_id.to_string());
     tracing::debug!(
         request_id = %request_id,
-        trace_id = trace.as_deref(),
         method = %method,
         route = %route,
         status = response.status().as_u16(),

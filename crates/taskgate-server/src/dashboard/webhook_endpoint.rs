@@ -10,12 +10,12 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
 use taskgate_core::{Mode, WebhookDeliveryId};
-use taskgate_store::{WebhookDelivery, WebhookEndpoint};
+use taskgate_store::WebhookDelivery;
 
 use super::pages::{Chrome, not_found, redirect, render, when};
 use super::session::{Changes, Session};
 use super::webhooks::{
-    EndpointRow, SECTION, SecretPage, forbidden_to_members, mode_query, overlap_note, own_endpoint,
+    EndpointRow, SECTION, SecretPage, managed_endpoint, mode_query, overlap_note, own_endpoint,
     owner, refused,
 };
 use crate::service::Actor;
@@ -146,18 +146,6 @@ pub async fn details(
         deliveries: deliveries.iter().map(DeliveryRow::new).collect(),
         older,
     })
-}
-
-async fn managed_endpoint(
-    app: &AppState,
-    session: &Session,
-    id: &str,
-) -> Result<WebhookEndpoint, Response> {
-    let endpoint = own_endpoint(app, session, id).await?;
-    if !session.user.role.manages_account() {
-        return Err(forbidden_to_members());
-    }
-    Ok(endpoint)
 }
 
 pub async fn reveal_secret(

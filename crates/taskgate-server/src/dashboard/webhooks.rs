@@ -311,13 +311,10 @@ pub async fn edit_form(
     session: Session,
     Path(id): Path<String>,
 ) -> Response {
-    let endpoint = match own_endpoint(&app, &session, &id).await {
+    let endpoint = match managed_endpoint(&app, &session, &id).await {
         Ok(e) => e,
         Err(r) => return r,
     };
-    if !session.user.role.manages_account() {
-        return forbidden_to_members();
-    }
     let test = endpoint.mode == Mode::Test;
     render(&FormPage::new(
         &session,
@@ -339,13 +336,10 @@ pub async fn save(
         form,
         origin,
     } = changes;
-    let endpoint = match own_endpoint(&app, &session, &id).await {
+    let endpoint = match managed_endpoint(&app, &session, &id).await {
         Ok(e) => e,
         Err(r) => return r,
     };
-    if !session.user.role.manages_account() {
-        return forbidden_to_members();
-    }
     let Some(fields) = form.fields() else {
         return super::session::bad_form();
     };
@@ -398,6 +392,19 @@ pub(super) struct SecretPage {
     pub(super) secret: String,
     pub(super) note: Option<String>,
     pub(super) back: String,
+}
+
+/// [`own_endpoint`], for someone who manages it: a member is refused.
+pub(super) async fn managed_endpoint(
+    app: &AppState,
+    session: &Session,
+    id: &str,
+) -> Result<WebhookEndpoint, Response> {
+    let endpoint = own_endpoint(app, session, id).await?;
+    if !session.user.role.manages_account() {
+        return Err(forbidden_to_members());
+    }
+    Ok(endpoint)
 }
 
 /// Until when a rotated secret keeps signing beside the new one.

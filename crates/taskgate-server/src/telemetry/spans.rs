@@ -56,7 +56,7 @@ pub fn request_span(tracer: &Tracer, request: &Request, route: &str) -> ActiveSp
     span.set("http.request.method", method);
     span.set("http.route", route);
     span.set_with("url.path", || request.uri().path());
-    span.set_with("url.scheme", || "http");
+    span.set("url.scheme", "http");
     if let Some(agent) = request
         .headers()
         .get("user-agent")
