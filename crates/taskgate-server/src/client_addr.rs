@@ -15,10 +15,8 @@
 //! forwarding header is ignored: a client cannot dodge a limit, spoof the
 //! origin check or the cookie's `Secure` by sending them.
 
-use std::net::IpAddr;
-
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
