@@ -159,10 +159,12 @@ pub trait WebhookStore: Send + Sync {
         per_destination: i64,
         reclaim: Option<&RunnerId>,
     ) -> StoreResult<Vec<WebhookDelivery>>;
-    /// Writes an attempt's outcome, if `runner` still holds the delivery.
+    /// Writes an attempt's outcome, if `runner` still holds the delivery:
+    /// `claimed` as its claim returned it (while held, no one else adds an
+    /// attempt), the attempt added to its list. One statement.
     async fn record_delivery(
         &self,
-        seq: i64,
+        claimed: &WebhookDelivery,
         runner: &RunnerId,
         outcome: &DeliveryOutcome,
     ) -> StoreResult<bool>;
@@ -718,45 +720,31 @@ macro_rules! impl_webhooks {
 
                 async fn record_delivery(
                     &self,
-                    seq: i64,
+                    claimed: &$crate::WebhookDelivery,
                     runner: &taskgate_core::RunnerId,
                     o: &$crate::DeliveryOutcome,
                 ) -> $crate::StoreResult<bool> {
-                    let mut tx = self
-                        .writer()
-                        .begin_with(Self::statements().begin_write)
-                        .await?;
-                    let held: Option<(taskgate_core::DeliveryAttempts,)> = sqlx::query_as(
-                        "SELECT attempts FROM webhook_deliveries WHERE seq = $1 AND runner = $2",
-                    )
-                    .bind(seq)
-                    .bind(runner)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let Some((mut attempts,)) = held else {
-                        return Ok(false);
-                    };
+                    let mut attempts = claimed.attempts.clone();
                     attempts.0.push(o.attempt.clone());
                     let keep = attempts.0.len().saturating_sub($crate::MAX_ATTEMPTS_KEPT);
                     attempts.0.drain(..keep);
                     // A replay asked for while this attempt ran is kept.
-                    sqlx::query(
+                    let done = sqlx::query(
                         "UPDATE webhook_deliveries SET status = $3, attempts = $4, \
                          payload = COALESCE(payload, $5), runner = NULL, lease_until = NULL, \
                          next_attempt_at = CASE WHEN next_attempt_at > $7 \
                          THEN next_attempt_at ELSE $6 END WHERE seq = $1 AND runner = $2",
                     )
-                    .bind(seq)
+                    .bind(claimed.seq)
                     .bind(runner)
                     .bind(o.status)
                     .bind(&attempts)
                     .bind(&o.payload)
                     .bind(o.next_attempt_at)
                     .bind(o.claimed_at)
-                    .execute(&mut *tx)
+                    .execute(self.writer())
                     .await?;
-                    tx.commit().await?;
-                    Ok(true)
+                    Ok(done.rows_affected() == 1)
                 }
 
                 async fn purge_deliveries(

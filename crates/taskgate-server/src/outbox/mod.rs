@@ -164,7 +164,7 @@ impl Sender {
         };
         if let Err(e) = self
             .store
-            .record_delivery(d.seq, &self.runner, &outcome)
+            .record_delivery(&d, &self.runner, &outcome)
             .await
         {
             tracing::warn!(error = %e, delivery = %d.id(), "cannot record a webhook attempt");
@@ -184,7 +184,7 @@ impl Sender {
         };
         let sent = match &target {
             payload::Target::Stopped(why) => Sent::not_sent(why),
-            payload::Target::Send { url, secrets } => {
+            payload::Target::Send { url, secrets, .. } => {
                 let secrets: Vec<_> = secrets.iter().collect();
                 self.client
                     .send(url, &d.message_id(), &secrets, &body, &self.clock)
@@ -195,13 +195,15 @@ impl Sender {
         let at = self.clock.now();
         let (status, next) = self.next_step(d, &sent, at);
         // What the endpoint learnt: 410 disables it; a run of failures
-        // past `disable_after` too.
+        // past `disable_after` too; a success ends a run (nothing to write
+        // when there was none).
+        let failing = matches!(target, payload::Target::Send { failing: true, .. });
         if let (Some(endpoint), true) = (d.endpoint_id, sent.was_sent()) {
             if sent.gone {
                 self.store
                     .disable_endpoint(endpoint, taskgate_store::WebhookEndpoint::DISABLED_GONE)
                     .await?;
-            } else {
+            } else if !sent.ok || failing {
                 let cutoff = at.unix_ms() - self.config.disable_after.as_millis();
                 self.store
                     .endpoint_attempted(endpoint, sent.ok, at, Timestamp::from_unix_ms(cutoff))

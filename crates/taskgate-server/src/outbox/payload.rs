@@ -13,6 +13,8 @@ pub enum Target {
         url: String,
         /// The newest first; two while a rotation overlaps.
         secrets: Vec<WebhookSecret>,
+        /// Its endpoint has been failing (a success clears that).
+        failing: bool,
     },
     /// Not sent: why (its endpoint was deleted or disabled).
     Stopped(&'static str),
@@ -31,6 +33,7 @@ pub async fn target(store: &dyn Store, d: &WebhookDelivery, now: Timestamp) -> S
         return Ok(Target::Send {
             url: endpoint.url,
             secrets,
+            failing: endpoint.failing_since.is_some(),
         });
     }
     let Some(url) = d.url.clone() else {
@@ -40,7 +43,11 @@ pub async fn target(store: &dyn Store, d: &WebhookDelivery, now: Timestamp) -> S
         .signing_secret(d.account_id, d.mode, &WebhookSecret::generate(), now)
         .await?;
     let secrets = signing.signing_secrets(now).into_iter().cloned().collect();
-    Ok(Target::Send { url, secrets })
+    Ok(Target::Send {
+        url,
+        secrets,
+        failing: false,
+    })
 }
 
 /// The body of a task's event: `{type, timestamp, data}`, `data` the task

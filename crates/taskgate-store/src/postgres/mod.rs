@@ -29,7 +29,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
         append_before: "(events::jsonb || jsonb_build_array(",
         append_after: "::jsonb))::text",
         skip_locked: " FOR UPDATE SKIP LOCKED",
-        begin_write: "BEGIN",
+        lateral: true,
     })
 });
 
@@ -284,7 +284,6 @@ impl HotPath for PgStore {
             query = match p {
                 Param::Account(v) => query.bind(v),
                 Param::Mode(v) => query.bind(v),
-                Param::Status(v) => query.bind(v),
                 Param::Api(v) => query.bind(v),
                 Param::Task(v) => query.bind(v),
                 Param::Int(v) => query.bind(v),

@@ -12,6 +12,11 @@
 //! at first use. The states are written into the SQL text, not bound, so
 //! that the planner sees them (the partial index on unfinished tasks).
 //!
+//! SQLite is built with its query planner stability guarantee
+//! (`.cargo/config.toml`), so that no statement is prepared again for the
+//! values bound to it; the states a page of tasks filters on are written
+//! into its text all the same, for the planner to see them.
+//!
 //! The macros call only the backend's declared interface (`backend.rs`,
 //! which also says why macros and not generic code).
 
@@ -117,11 +122,9 @@ pub struct Dialect {
     /// other's rows (PostgreSQL's `FOR UPDATE SKIP LOCKED`; SQLite has one
     /// writer).
     pub skip_locked: &'static str,
-    /// How a transaction that reads, then writes, begins: on SQLite it must
-    /// take the write lock first (`BEGIN IMMEDIATE`), or a commit of the hot
-    /// path's writer between its read and its write fails it with
-    /// `SQLITE_BUSY_SNAPSHOT`, which no wait cures.
-    pub begin_write: &'static str,
+    /// Whether a subquery in `FROM` may read the tables before it
+    /// (PostgreSQL's `LATERAL`; SQLite has none, and takes a correlated `IN`).
+    pub lateral: bool,
 }
 
 /// `status = '<state>'`, or `status IN ('<state>', '<state>', …)`.
@@ -164,8 +167,6 @@ pub struct Statements {
     /// lease, `$4` limit, `$5` the runner whose holdings are taken back,
     /// `$6` held at once per destination at most.
     pub claim_deliveries: String,
-    /// [`Dialect::begin_write`].
-    pub begin_write: &'static str,
 }
 
 impl Statements {
@@ -226,20 +227,7 @@ impl Statements {
                 "UPDATE tasks SET attempts = $1 WHERE id = $2 AND {}",
                 status_in(&[TaskStatus::Cancelled])
             ),
-            claim_deliveries: format!(
-                "UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN \
-                 (SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM \
-                 (SELECT seq, held, next_attempt_at, ROW_NUMBER() OVER (PARTITION BY \
-                 COALESCE(endpoint_id, url) ORDER BY held DESC, next_attempt_at, seq) AS turn \
-                 FROM (SELECT seq, endpoint_id, url, next_attempt_at, CASE WHEN lease_until >= $2 \
-                 AND ($5 IS NULL OR runner <> $5) THEN 1 ELSE 0 END AS held \
-                 FROM webhook_deliveries WHERE next_attempt_at <= $2) due) ranked \
-                 WHERE held = 0 AND turn <= $6 ORDER BY turn, next_attempt_at LIMIT $4){}) \
-                 RETURNING {}",
-                d.skip_locked,
-                crate::webhooks::delivery_columns!()
-            ),
-            begin_write: d.begin_write,
+            claim_deliveries: claim_deliveries(d),
             renew_prefix: format!(
                 "UPDATE tasks SET lease_until = $2 WHERE {} AND runner = $1 AND id IN (",
                 status_in(&[TaskStatus::Running])
@@ -256,11 +244,67 @@ impl Statements {
     }
 }
 
+/// The outbox's claim ([`Statements::claim_deliveries`]). Its work follows
+/// the destinations (endpoints and calls' URLs) that have deliveries
+/// waiting and what it takes, never the backlog: the destinations are
+/// found by skipping through the index of waiting deliveries by
+/// destination (one probe each), each one's held deliveries are counted in
+/// the index of held ones, and each gives at most `$6` of its earliest due
+/// ones, not held, from the first index. Those are ranked (destinations
+/// taking turns) and the first `$4` are held.
+fn claim_deliveries(d: &Dialect) -> String {
+    const DEST: &str = "COALESCE(endpoint_id, url)";
+    // Held: by a sender whose lease runs, other than the one taken back.
+    let free_of = |t: &str| {
+        format!(
+            "({t}.lease_until IS NULL OR {t}.lease_until < $2 OR ($5 IS NOT NULL AND {t}.runner = $5))"
+        )
+    };
+    let earliest = |t: &str, columns: &str| {
+        format!(
+            "SELECT {columns} FROM webhook_deliveries {t} \
+             WHERE COALESCE({t}.endpoint_id, {t}.url) = dests.dest AND {t}.next_attempt_at <= $2 \
+             AND {} ORDER BY {t}.next_attempt_at LIMIT $6",
+            free_of(t)
+        )
+    };
+    let taken = if d.lateral {
+        format!(
+            "dests CROSS JOIN LATERAL ({}) w",
+            earliest("y", "y.seq, y.next_attempt_at")
+        )
+    } else {
+        format!(
+            "dests CROSS JOIN webhook_deliveries w WHERE w.seq IN ({})",
+            earliest("y", "y.seq")
+        )
+    };
+    let and_free = if d.lateral { "WHERE" } else { "AND" };
+    format!(
+        "WITH RECURSIVE waiting(dest) AS (\
+         SELECT MIN({DEST}) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL \
+         UNION ALL SELECT (SELECT MIN({DEST}) FROM webhook_deliveries \
+         WHERE next_attempt_at IS NOT NULL AND {DEST} > waiting.dest) \
+         FROM waiting WHERE waiting.dest IS NOT NULL), \
+         dests AS (SELECT dest, $6 - (SELECT COUNT(*) FROM webhook_deliveries h \
+         WHERE COALESCE(h.endpoint_id, h.url) = waiting.dest AND h.lease_until >= $2 \
+         AND NOT {held_back}) AS free FROM waiting WHERE dest IS NOT NULL), \
+         picked AS (SELECT w.seq, w.next_attempt_at, dests.free, ROW_NUMBER() OVER \
+         (PARTITION BY dests.dest ORDER BY w.next_attempt_at, w.seq) AS turn FROM {taken} \
+         {and_free} dests.free > 0) \
+         UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN \
+         (SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM picked \
+         WHERE turn <= free ORDER BY turn, next_attempt_at LIMIT $4){skip}) RETURNING {columns}",
+        held_back = "($5 IS NOT NULL AND h.runner = $5)",
+        skip = d.skip_locked,
+        columns = crate::webhooks::delivery_columns!()
+    )
+}
+
 /// A bound value of a dynamically built statement.
 pub enum Param {
     Account(AccountId),
     Mode(Mode),
-    Status(TaskStatus),
     Api(ApiSlug),
     Task(TaskId),
     Int(i64),
@@ -276,15 +320,8 @@ pub fn list_tasks_sql(q: &crate::TaskQuery) -> (String, Vec<Param>) {
         sql.push_str(&clause.replace('?', &format!("${}", params.len())));
     };
     if !q.statuses.is_empty() {
-        sql.push_str(" AND status IN (");
-        for (i, s) in q.statuses.iter().enumerate() {
-            push(
-                &mut sql,
-                if i == 0 { "?" } else { ", ?" },
-                Param::Status(*s),
-            );
-        }
-        sql.push(')');
+        sql.push_str(" AND ");
+        sql.push_str(&status_in(&q.statuses));
     }
     if let Some(api) = &q.api {
         push(&mut sql, " AND api = ?", Param::Api(api.clone()));
@@ -413,7 +450,7 @@ mod tests {
             append_before: "f(",
             append_after: ")",
             skip_locked: "",
-            begin_write: "BEGIN",
+            lateral: false,
         });
         let set = |t: TaskStatus| format!("UPDATE tasks SET status = '{t}',");
         let is = |t: TaskStatus| format!("status = '{t}'");

@@ -85,7 +85,6 @@ impl HotPath for SqliteStore {
                     .map(|p| match p {
                         Param::Account(v) => v as &dyn rusqlite::ToSql,
                         Param::Mode(v) => v,
-                        Param::Status(v) => v,
                         Param::Api(v) => v,
                         Param::Task(v) => v,
                         Param::Int(v) => v,

@@ -33,7 +33,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
         append_before: "json_insert(events, '$[#]', json(",
         append_after: "))",
         skip_locked: "",
-        begin_write: "BEGIN IMMEDIATE",
+        lateral: false,
     })
 });
 
@@ -177,3 +177,6 @@ impl SqlBackend for SqliteStore {
 }
 
 impl_store!(SqliteStore);
+
+#[cfg(test)]
+mod statement_tests;

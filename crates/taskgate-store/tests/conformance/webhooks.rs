@@ -398,8 +398,8 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
     assert_eq!(taken.len(), 1);
     // Only the holder writes the outcome.
     let failed = outcome(DeliveryStatus::Failed, Some(later + MINUTE), later);
-    assert!(!store.record_delivery(d.seq, &r1, &failed).await.unwrap());
-    assert!(store.record_delivery(d.seq, &r2, &failed).await.unwrap());
+    assert!(!store.record_delivery(&taken[0], &r1, &failed).await.unwrap());
+    assert!(store.record_delivery(&taken[0], &r2, &failed).await.unwrap());
     let row = store
         .get_delivery(acme, Mode::Live, d.seq)
         .await
@@ -446,7 +446,7 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
         status: DeliveryStatus::Succeeded,
         ..outcome(DeliveryStatus::Succeeded, None, replay_at)
     };
-    assert!(store.record_delivery(d.seq, &r1, &done).await.unwrap());
+    assert!(store.record_delivery(&again[0], &r1, &done).await.unwrap());
     let row = store
         .get_delivery(acme, Mode::Live, d.seq)
         .await
@@ -544,7 +544,7 @@ pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
     let first_of_a = first.iter().find(|d| d.endpoint_id == Some(a.id)).unwrap();
     assert!(
         store
-            .record_delivery(first_of_a.seq, &s, &done)
+            .record_delivery(first_of_a, &s, &done)
             .await
             .unwrap()
     );
