@@ -17,6 +17,13 @@ Targets:
                       outbox is waited for, up to --drain-seconds (its CPU counts
                       in the run's: a lower bound if it did not finish), and
                       every delivery must have succeeded by the end
+  taskgate-sqlite-traced (or -postgres-traced)
+                      taskgate-sqlite with traces on at ratio 1.0, exported
+                      (OTLP/HTTP) to nginx's `/v1/traces` answering 200, and
+                      JSON logs at `info`; every span must have been exported
+                      (`taskgate_trace_spans_dropped_total` 0 at the end)
+  taskgate-sqlite-all (or -postgres-all)
+                      webhooks and traced together: everything on (issue 30)
   litellm-1, -2       LiteLLM proxy, 1 and 2 workers, no database, no telemetry
 
 Runs, each for every target: plain chat at each concurrency (default 1, 8, 32,
@@ -264,6 +271,11 @@ http {{
         location = /hook {{
             return 200;
         }}
+        # The traces' collector (OTLP/HTTP): 200, the batch discarded.
+        location = /v1/traces {{
+            client_max_body_size 64m;
+            return 200;
+        }}
     }}
 }}
 """)
@@ -300,12 +312,15 @@ class Fake:
 
 
 class Taskgate:
-    def __init__(self, dir, bin, store, upstream, slow, workers, pg_admin, hook=None):
+    def __init__(self, dir, bin, store, upstream, slow, workers, pg_admin, hook=None, collector=None,
+                 name=None):
         """`hook`: a URL to register as a webhook endpoint of the live key's
         account once started (with `[webhooks] allow_private_networks`, as it
-        is on loopback), or None for none."""
+        is on loopback), or None for none. `collector`: an OTLP/HTTP base URL
+        to export every trace to (ratio 1.0), with JSON logs at `info`; or
+        None for neither."""
         self.store = store
-        self.name = f"taskgate-{store}" + ("-webhooks" if hook else "")
+        self.name = name or f"taskgate-{store}" + ("-webhooks" if hook else "")
         self.dir = Path(dir) / self.name
         self.dir.mkdir()
         self.port = free_port()
@@ -342,7 +357,12 @@ workers = {workers}
 """ + provider("upstream", upstream, False) + provider("streamed", upstream + "/stream", True)
             + provider("slow", slow, False)
             + api("chat", "upstream") + api("chat-streamed", "streamed") + api("chat-slow", "slow")
-            + ("\n[webhooks]\nallow_private_networks = true\n" if hook else ""))
+            + ("\n[webhooks]\nallow_private_networks = true\n" if hook else "")
+            + (f"\n[telemetry]\notlp_endpoint = \"{collector}\"\nsample_ratio = 1.0\n" if collector else ""))
+        if collector:
+            text = config.read_text().replace('log_level = "warn"', 'log_level = "info"\nlog_format = "json"')
+            config.write_text(text)
+        self.collector = collector
         env = dict(os.environ, PGSSLMODE=os.environ.get("PGSSLMODE", "disable"))
         self.proc = spawn([bin, "serve", "--config", str(config)], f"{self.dir}/taskgate.log",
                           env=env, cwd=self.dir)
@@ -404,6 +424,13 @@ workers = {workers}
     def request(self, api):
         return self.url, json.dumps({"api": api, "input": {"messages": MESSAGES}}), '"status":"succeeded"', self.key
 
+    def spans_dropped(self):
+        """`taskgate_trace_spans_dropped_total` on /metrics (0 while absent)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(r"^taskgate_trace_spans_dropped_total(?:\{[^}]*\})? (\S+)$", text, re.M)
+        return int(float(m.group(1))) if m else 0
+
     def stored(self):
         """(tasks, succeeded tasks) in the store."""
         return self.query("SELECT COUNT(*), SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) FROM tasks")
@@ -436,6 +463,10 @@ workers = {workers}
         exact = oks == EXACT and after - tasks == EXACT and after_ok - succeeded == EXACT
         notes.append(f"{self.name}: exact pass: {EXACT} requests from 32 clients, {oks} successful answers, "
                      f"{after - tasks} tasks more ({after_ok - succeeded} succeeded): {'equal' if exact else 'NOT EQUAL'}")
+        if self.collector:
+            dropped = self.spans_dropped()
+            notes.append(f"{self.name}: trace spans dropped (queue full or export failed): {dropped}"
+                         + ("" if dropped == 0 else ": INCONSISTENT (every span must be exported)"))
         if self.hook:
             total, ok, pending, ended, _ = self.drain()
             complete = total == ended and ok == total
@@ -598,10 +629,12 @@ def main():
                     target = direct
                 elif name.startswith("taskgate-"):
                     store, _, extra = name.split("-", 1)[1].partition("-")
-                    if store not in ("sqlite", "postgres") or extra not in ("", "webhooks"):
+                    if store not in ("sqlite", "postgres") or extra not in ("", "webhooks", "traced", "all"):
                         sys.exit(f"unknown target {name}")
                     target = Taskgate(dir, args.taskgate, store, nginx.url, fake.url, args.workers, args.pg,
-                                      hook=nginx.url + "/hook" if extra else None)
+                                      hook=nginx.url + "/hook" if extra in ("webhooks", "all") else None,
+                                      collector=nginx.url if extra in ("traced", "all") else None,
+                                      name=name)
                 elif name.startswith("litellm-"):
                     target = LiteLLM(dir, args.venv, int(name.split("-", 1)[1]), nginx.url, fake.url)
                 else:
@@ -726,18 +759,19 @@ def write(args, rows, notes, runs, targets):
         for api, c in runs:
             by = {r["target"]: r for r in rows if r["api"] == api and r["conns"] == c}
             for tg in ("taskgate-sqlite", "taskgate-postgres"):
-                if f"{tg}-webhooks" in by and tg in by:
-                    w, p = by[f"{tg}-webhooks"], by[tg]
-                    ratios.append(f"{api} c={c}: {tg}-webhooks (one delivery a call) uses {w['cpu_us'] - p['cpu_us']:+.0f} "
-                                  f"µs CPU per request ({w['cpu_us'] / p['cpu_us']:.2f}x) and makes "
-                                  f"{w['rps'] / p['rps']:.2f}x the requests/s of {tg}")
+                for extra, what in (("webhooks", "one delivery a call"), ("traced", "traces and JSON logs"),
+                                    ("all", "a delivery a call, traces and JSON logs")):
+                    if f"{tg}-{extra}" in by and tg in by:
+                        w, p = by[f"{tg}-{extra}"], by[tg]
+                        ratios.append(f"{api} c={c}: {tg}-{extra} ({what}) uses {w['cpu_us'] - p['cpu_us']:+.0f} "
+                                      f"µs CPU per request ({w['cpu_us'] / p['cpu_us']:.2f}x) and makes "
+                                      f"{w['rps'] / p['rps']:.2f}x the requests/s of {tg}")
                 for ll in ("litellm-1", "litellm-2"):
                     if tg in by and ll in by:
                         ratios.append(f"{api} c={c}: {ll} uses {by[ll]['cpu_us'] / by[tg]['cpu_us']:.1f}x the CPU "
                                       f"per request of {tg}")
             if "ceiling" in by:
-                for tg in ("taskgate-sqlite", "taskgate-postgres", "taskgate-sqlite-webhooks",
-                           "taskgate-postgres-webhooks"):
+                for tg in [t for t in targets if t.startswith("taskgate-")]:
                     if tg in by:
                         ratios.append(f"{api} c={c}: {tg} uses {by[tg]['cpu_us'] / by['ceiling']['cpu_us']:.1f}x "
                                       f"the upstream's own CPU per request")
@@ -754,6 +788,8 @@ def chart(rows, targets, runs, path):
     import math
     colours = {"ceiling": "#888888", "taskgate-sqlite": "#1f77b4", "taskgate-postgres": "#17becf",
                "taskgate-sqlite-webhooks": "#2ca02c", "taskgate-postgres-webhooks": "#9467bd",
+               "taskgate-sqlite-traced": "#bcbd22", "taskgate-postgres-traced": "#8c564b",
+               "taskgate-sqlite-all": "#e377c2", "taskgate-postgres-all": "#7f7f7f",
                "litellm-1": "#d62728", "litellm-2": "#ff7f0e"}
     labels = {"chat": "c=", "chat-streamed": "stream c=", "chat-slow": "50 ms c="}
     groups = [(api, c) for api, c in runs]

@@ -23,7 +23,13 @@ call's end is one delivery, and the count includes the outbox's work for the
 counted calls (the claim, the signed POST, the attempt written): the warm-up's
 deliveries are all made before instrumentation is turned on, and the counted
 calls' before the dump. Every delivery must have succeeded, or the run fails.
-`--webhook both`: each binary without, then with, in every round. Timers that tick on their own
+`--webhook both`: each binary without, then with, in every round.
+
+--setups plain,webhook,traced,all: the set-ups to count, in this order, in every
+round (wins over --webhook): `traced` is compare.py's taskgate-sqlite-traced
+(traces at ratio 1.0 exported to nginx's `/v1/traces`, JSON logs at `info`;
+the count waits out the exporter's last batch, and fails if a span was
+dropped), `all` is webhook and traced together (issue 30's "everything on"). Timers that tick on their own
 (the dispatcher's poll each second, the checkpoint thread) run under
 valgrind's slowdown too, so a figure holds a few per cent of them; it is the
 same share for every binary given the same --calls.
@@ -108,14 +114,17 @@ def drained(tg, expected):
     return ok, total
 
 
-def measure(dir, binary, warmup, n, webhook=False):
+def measure(dir, binary, warmup, n, setup="plain"):
     run = Path(tempfile.mkdtemp(dir=dir))
     out = run / "callgrind.out"
     nginx = compare.Nginx(run)
     tg = None
+    webhook = setup in ("webhook", "all")
+    traced = setup in ("traced", "all")
     try:
         tg = compare.Taskgate(run, wrapper(run, binary, out), "sqlite", nginx.url, nginx.url, 2048, None,
-                              hook=nginx.url + "/hook" if webhook else None)
+                              hook=nginx.url + "/hook" if webhook else None,
+                              collector=nginx.url if traced else None)
         port = tg.port
         calls(port, tg.key, warmup)
         if webhook:
@@ -129,6 +138,11 @@ def measure(dir, binary, warmup, n, webhook=False):
             deliveries = f"{ok - ok0}/{total - total0}"
             if ok != total:
                 sys.exit(f"{total - ok} of {total} deliveries did not succeed; see {tg.proc.log}")
+        if traced:
+            # The exporter's last batch waits up to its interval (5 s).
+            time.sleep(8)
+            if tg.spans_dropped():
+                sys.exit(f"{tg.spans_dropped()} trace spans were dropped; see {tg.proc.log}")
         subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
         subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
         time.sleep(0.5)
@@ -154,6 +168,7 @@ def main():
     ap.add_argument("--out", help="a file to append the rows to (TSV)")
     ap.add_argument("--webhook", nargs="?", const="with", default="without", choices=["without", "with", "both"],
                     help="with a webhook endpoint registered (see above); `both`: without, then with")
+    ap.add_argument("--setups", help="comma-separated: plain, webhook, traced, all (see above)")
     ap.add_argument("--keep", help="keep the runs (callgrind dumps, logs) under this directory, for callgrind_annotate")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control"):
@@ -162,13 +177,18 @@ def main():
     dir = args.keep or tempfile.mkdtemp(prefix="taskgate-instructions-")
     os.makedirs(dir, exist_ok=True)
     rows = []
-    modes = {"without": [False], "with": [True], "both": [False, True]}[args.webhook]
+    modes = {"without": ["plain"], "with": ["webhook"], "both": ["plain", "webhook"]}[args.webhook]
+    if args.setups:
+        modes = args.setups.split(",")
+        if not set(modes) <= {"plain", "webhook", "traced", "all"}:
+            sys.exit(f"unknown set-up in {args.setups}")
+    names = {"plain": "no endpoint", "webhook": "endpoint", "traced": "traced", "all": "endpoint traced"}
     for r in range(args.rounds):
         for b in args.binaries:
-            for hook in modes:
-                ir, hot, dumps, deliveries = measure(dir, b, args.warmup, args.calls, hook)
+            for setup in modes:
+                ir, hot, dumps, deliveries = measure(dir, b, args.warmup, args.calls, setup)
                 row = (f"{r + 1}\t{b}\t{args.calls}\t{ir:.0f}\t{hot:.0f}\t"
-                       f"{'endpoint' if hook else 'no endpoint'}\t{deliveries}")
+                       f"{names[setup]}\t{deliveries}")
                 if args.keep:
                     row += "\t" + " ".join(dumps)
                 print(row, flush=True)

@@ -162,11 +162,7 @@ impl Sender {
                 return;
             }
         };
-        if let Err(e) = self
-            .store
-            .record_delivery(&d, &self.runner, &outcome)
-            .await
-        {
+        if let Err(e) = self.store.record_delivery(&d, &self.runner, &outcome).await {
             tracing::warn!(error = %e, delivery = %d.id(), "cannot record a webhook attempt");
         }
     }

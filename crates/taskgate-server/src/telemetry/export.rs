@@ -1,17 +1,19 @@
-//! The span exporter: ended spans wait in a bounded queue and are sent in
+//! The span exporter: ended spans wait in a bounded buffer and are sent in
 //! batches by one task, one export at a time. Recording a span never waits:
-//! with the queue full the span is dropped. A collector that is down,
+//! with the buffer full the span is dropped. It wakes the sender only for a
+//! batch's first span and when a batch is full, not for each span (a wake-up
+//! a span was a tenth of a traced call's cost). A collector that is down,
 //! refuses or never answers costs the batch (after the export's time-out)
 //! and a warning at most once a minute, nothing else.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use taskgate_core::trace::{SpanData, SpanSink};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -25,16 +27,45 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// The sink the tracer records into.
 pub struct Exporter {
-    queue: mpsc::Sender<SpanData>,
+    spans: Mutex<Vec<SpanData>>,
+    /// A batch was begun, or filled.
+    ready: Notify,
+    max_queue: usize,
+    max_batch: usize,
     dropped: Arc<AtomicU64>,
 }
 
 impl SpanSink for Exporter {
     fn record(&self, span: SpanData) {
-        if self.queue.try_send(span).is_err() {
+        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        if spans.len() >= self.max_queue {
+            drop(spans);
             self.dropped.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("taskgate_trace_spans_dropped_total").increment(1);
+            return;
         }
+        spans.push(span);
+        let waiting = spans.len();
+        drop(spans);
+        if waiting == 1 || waiting == self.max_batch {
+            self.ready.notify_one();
+        }
+    }
+}
+
+impl Exporter {
+    /// Up to `max_batch` of the spans waiting, the oldest first.
+    fn take(&self, batch: &mut Vec<SpanData>) {
+        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = spans.len().min(self.max_batch);
+        batch.extend(spans.drain(..n));
+    }
+
+    fn waiting(&self) -> usize {
+        self.spans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -95,8 +126,14 @@ pub fn start(
         }
         Err(_) => "the collector".to_owned(),
     };
-    let (queue, rx) = mpsc::channel(config.max_queue);
     let dropped = Arc::new(AtomicU64::new(0));
+    let exporter = Arc::new(Exporter {
+        spans: Mutex::new(Vec::new()),
+        ready: Notify::new(),
+        max_queue: config.max_queue,
+        max_batch: config.max_batch,
+        dropped: dropped.clone(),
+    });
     let target = Target {
         client,
         url,
@@ -106,18 +143,16 @@ pub fn start(
         resource,
     };
     let batching = Batching {
-        max_batch: config.max_batch,
+        exporter: exporter.clone(),
         interval: Duration::from_millis(config.export_interval_ms),
-        dropped: dropped.clone(),
     };
-    let task = tokio::spawn(batching.run(rx, target, stop));
-    Ok((Arc::new(Exporter { queue, dropped }), task))
+    let task = tokio::spawn(batching.run(target, stop));
+    Ok((exporter, task))
 }
 
 struct Batching {
-    max_batch: usize,
+    exporter: Arc<Exporter>,
     interval: Duration,
-    dropped: Arc<AtomicU64>,
 }
 
 /// Failures since the last warning, said at most once a minute.
@@ -148,54 +183,49 @@ impl Warnings {
 }
 
 impl Batching {
-    async fn run(self, mut rx: mpsc::Receiver<SpanData>, target: Target, stop: CancellationToken) {
+    async fn run(self, target: Target, stop: CancellationToken) {
+        let exporter = &self.exporter;
         let mut warnings = Warnings::default();
-        let mut batch = Vec::with_capacity(self.max_batch);
+        let mut batch = Vec::with_capacity(exporter.max_batch);
         loop {
-            // The first span of a batch; then more until it is full or the
-            // first has waited its interval.
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                s = rx.recv() => match s {
-                    Some(s) => batch.push(s),
-                    None => break,
-                },
+            // A batch's first span; then more until it is full or the first
+            // has waited its interval.
+            if exporter.waiting() == 0 {
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => break,
+                    _ = exporter.ready.notified() => {}
+                }
             }
             let due = tokio::time::Instant::now() + self.interval;
-            while batch.len() < self.max_batch {
+            while exporter.waiting() < exporter.max_batch {
                 tokio::select! {
                     biased;
                     _ = stop.cancelled() => break,
                     _ = tokio::time::sleep_until(due) => break,
-                    s = rx.recv() => match s {
-                        Some(s) => batch.push(s),
-                        None => break,
-                    },
+                    _ = exporter.ready.notified() => {}
                 }
             }
-            if let Err(e) = target.send(&batch).await {
-                warnings.failed(e, &self.dropped, &target.shown);
+            exporter.take(&mut batch);
+            if !batch.is_empty() {
+                if let Err(e) = target.send(&batch).await {
+                    warnings.failed(e, &exporter.dropped, &target.shown);
+                }
+                batch.clear();
             }
-            batch.clear();
             if stop.is_cancelled() {
                 break;
             }
         }
-        // At a stop: what is queued, within a bound.
+        // At a stop: what is waiting, within a bound.
         let flush = async {
             loop {
-                while batch.len() < self.max_batch {
-                    match rx.try_recv() {
-                        Ok(s) => batch.push(s),
-                        Err(_) => break,
-                    }
-                }
+                exporter.take(&mut batch);
                 if batch.is_empty() {
                     return;
                 }
                 if let Err(e) = target.send(&batch).await {
-                    warnings.failed(e, &self.dropped, &target.shown);
+                    warnings.failed(e, &exporter.dropped, &target.shown);
                     return;
                 }
                 batch.clear();

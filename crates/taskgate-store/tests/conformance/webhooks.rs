@@ -398,8 +398,18 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
     assert_eq!(taken.len(), 1);
     // Only the holder writes the outcome.
     let failed = outcome(DeliveryStatus::Failed, Some(later + MINUTE), later);
-    assert!(!store.record_delivery(&taken[0], &r1, &failed).await.unwrap());
-    assert!(store.record_delivery(&taken[0], &r2, &failed).await.unwrap());
+    assert!(
+        !store
+            .record_delivery(&taken[0], &r1, &failed)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .record_delivery(&taken[0], &r2, &failed)
+            .await
+            .unwrap()
+    );
     let row = store
         .get_delivery(acme, Mode::Live, d.seq)
         .await
@@ -542,12 +552,7 @@ pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
         ..outcome(DeliveryStatus::Succeeded, None, T0 + 5)
     };
     let first_of_a = first.iter().find(|d| d.endpoint_id == Some(a.id)).unwrap();
-    assert!(
-        store
-            .record_delivery(first_of_a, &s, &done)
-            .await
-            .unwrap()
-    );
+    assert!(store.record_delivery(first_of_a, &s, &done).await.unwrap());
     let third = store
         .claim_deliveries(&s, at(T0 + 7), at(T0 + MINUTE), 10, 2, None)
         .await
