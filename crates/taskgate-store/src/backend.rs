@@ -171,4 +171,28 @@ pub(crate) trait HotPath: SqlBackend {
         now: Timestamp,
         event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>>;
+
+    /// [`crate::WebhookStore::claim_deliveries`]: the statement
+    /// `statements().claim_deliveries`. SQLite runs it on the writer's
+    /// connection (warm, prepared once), not through sqlx.
+    #[allow(clippy::too_many_arguments)]
+    async fn hot_claim_deliveries(
+        &self,
+        runner: &taskgate_core::RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+        per_destination: i64,
+        reclaim: Option<&taskgate_core::RunnerId>,
+    ) -> StoreResult<Vec<crate::WebhookDelivery>>;
+
+    /// [`crate::WebhookStore::record_delivery`]: the statement
+    /// [`crate::webhooks::RECORD_DELIVERY`], bound by
+    /// [`crate::webhooks::attempts_after`].
+    async fn hot_record_delivery(
+        &self,
+        claimed: &crate::WebhookDelivery,
+        runner: &taskgate_core::RunnerId,
+        outcome: &crate::DeliveryOutcome,
+    ) -> StoreResult<bool>;
 }

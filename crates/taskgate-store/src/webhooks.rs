@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use taskgate_core::{
-    AccountId, AuditContext, Mode, RunnerId, TaskId, Timestamp, WebhookEndpointId, WebhookEvents,
-    WebhookSecret,
+    AccountId, AuditContext, DeliveryAttempts, Mode, RunnerId, TaskId, Timestamp,
+    WebhookEndpointId, WebhookEvents, WebhookSecret,
 };
 
 use crate::{
@@ -221,6 +221,25 @@ macro_rules! delivery_columns {
     };
 }
 pub(crate) use delivery_columns;
+
+/// An attempt's outcome written, if its sender still holds the delivery:
+/// `$1` seq, `$2` runner, `$3` status, `$4` attempts (with this one, from
+/// [`attempts_after`]), `$5` payload, `$6` next attempt, `$7` claimed at. A
+/// replay asked for while the attempt ran is kept.
+pub const RECORD_DELIVERY: &str = "UPDATE webhook_deliveries SET status = $3, attempts = $4, \
+     payload = COALESCE(payload, $5), runner = NULL, lease_until = NULL, \
+     next_attempt_at = CASE WHEN next_attempt_at > $7 THEN next_attempt_at ELSE $6 END \
+     WHERE seq = $1 AND runner = $2";
+
+/// The attempts of `claimed` with the outcome's, the last
+/// [`MAX_ATTEMPTS_KEPT`] kept (while held, no one else adds any).
+pub fn attempts_after(claimed: &WebhookDelivery, outcome: &DeliveryOutcome) -> DeliveryAttempts {
+    let mut attempts = claimed.attempts.clone();
+    attempts.0.push(outcome.attempt.clone());
+    let keep = attempts.0.len().saturating_sub(MAX_ATTEMPTS_KEPT);
+    attempts.0.drain(..keep);
+    attempts
+}
 
 /// [`WebhookStore`] for a backend (see `backend.rs`).
 macro_rules! impl_webhooks {
@@ -707,15 +726,9 @@ macro_rules! impl_webhooks {
                     per_destination: i64,
                     reclaim: Option<&taskgate_core::RunnerId>,
                 ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
-                    Ok(sqlx::query_as(Self::statements().claim_deliveries.as_str())
-                        .bind(runner)
-                        .bind(now)
-                        .bind(lease_until)
-                        .bind(limit)
-                        .bind(reclaim)
-                        .bind(per_destination)
-                        .fetch_all(self.writer())
-                        .await?)
+                    use $crate::backend::HotPath as _;
+                    self.hot_claim_deliveries(runner, now, lease_until, limit, per_destination, reclaim)
+                        .await
                 }
 
                 async fn record_delivery(
@@ -724,27 +737,8 @@ macro_rules! impl_webhooks {
                     runner: &taskgate_core::RunnerId,
                     o: &$crate::DeliveryOutcome,
                 ) -> $crate::StoreResult<bool> {
-                    let mut attempts = claimed.attempts.clone();
-                    attempts.0.push(o.attempt.clone());
-                    let keep = attempts.0.len().saturating_sub($crate::MAX_ATTEMPTS_KEPT);
-                    attempts.0.drain(..keep);
-                    // A replay asked for while this attempt ran is kept.
-                    let done = sqlx::query(
-                        "UPDATE webhook_deliveries SET status = $3, attempts = $4, \
-                         payload = COALESCE(payload, $5), runner = NULL, lease_until = NULL, \
-                         next_attempt_at = CASE WHEN next_attempt_at > $7 \
-                         THEN next_attempt_at ELSE $6 END WHERE seq = $1 AND runner = $2",
-                    )
-                    .bind(claimed.seq)
-                    .bind(runner)
-                    .bind(o.status)
-                    .bind(&attempts)
-                    .bind(&o.payload)
-                    .bind(o.next_attempt_at)
-                    .bind(o.claimed_at)
-                    .execute(self.writer())
-                    .await?;
-                    Ok(done.rows_affected() == 1)
+                    use $crate::backend::HotPath as _;
+                    self.hot_record_delivery(claimed, runner, o).await
                 }
 
                 async fn purge_deliveries(

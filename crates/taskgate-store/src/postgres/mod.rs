@@ -151,6 +151,45 @@ const SETTLE_TASK: &str = concat!(
 /// The task reads and writes of the hot path: writes through the batcher,
 /// reads straight from the pool.
 impl HotPath for PgStore {
+    async fn hot_claim_deliveries(
+        &self,
+        runner: &taskgate_core::RunnerId,
+        now: taskgate_core::Timestamp,
+        lease_until: taskgate_core::Timestamp,
+        limit: i64,
+        per_destination: i64,
+        reclaim: Option<&taskgate_core::RunnerId>,
+    ) -> StoreResult<Vec<crate::WebhookDelivery>> {
+        Ok(sqlx::query_as(STATEMENTS.claim_deliveries.as_str())
+            .bind(runner)
+            .bind(now)
+            .bind(lease_until)
+            .bind(limit)
+            .bind(reclaim)
+            .bind(per_destination)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn hot_record_delivery(
+        &self,
+        claimed: &crate::WebhookDelivery,
+        runner: &taskgate_core::RunnerId,
+        o: &crate::DeliveryOutcome,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(crate::webhooks::RECORD_DELIVERY)
+            .bind(claimed.seq)
+            .bind(runner)
+            .bind(o.status)
+            .bind(crate::webhooks::attempts_after(claimed, o))
+            .bind(&o.payload)
+            .bind(o.next_attempt_at)
+            .bind(o.claimed_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn hot_insert_task(&self, t: &crate::TaskRecord) -> StoreResult<()> {
         self.insert_uncapped(t, true).await
     }

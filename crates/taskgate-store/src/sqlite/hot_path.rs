@@ -16,7 +16,9 @@ use super::writer::bind;
 use super::{STATEMENTS, SqliteStore};
 use crate::backend::HotPath;
 use crate::sql::Param;
-use crate::{StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord};
+use crate::{
+    DeliveryOutcome, StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord, WebhookDelivery,
+};
 
 impl HotPath for SqliteStore {
     /// Every held task written, before a read or write that might look for
@@ -212,6 +214,59 @@ impl HotPath for SqliteStore {
                     }
                     Ok(cancelled)
                 })
+            })
+            .await
+    }
+
+    /// On the writer's connection: its pages stay cached (a read connection
+    /// finds its cache stale after every commit of the writer's) and the
+    /// statement is prepared once; no round trip through sqlx's thread.
+    async fn hot_claim_deliveries(
+        &self,
+        runner: &RunnerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+        per_destination: i64,
+        reclaim: Option<&RunnerId>,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        let runner = runner.clone();
+        let reclaim = reclaim.cloned();
+        self.tasks
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(&STATEMENTS.claim_deliveries)?;
+                bind(
+                    &mut stmt,
+                    &[&runner, &now, &lease_until, &limit, &reclaim, &per_destination],
+                )?;
+                let mut rows = stmt.raw_query();
+                let mut claimed = Vec::new();
+                while let Some(row) = rows.next()? {
+                    claimed.push(delivery_from_row(row)?);
+                }
+                Ok(claimed)
+            })
+            .await
+    }
+
+    /// On the writer's connection, as the claim.
+    async fn hot_record_delivery(
+        &self,
+        claimed: &WebhookDelivery,
+        runner: &RunnerId,
+        o: &DeliveryOutcome,
+    ) -> StoreResult<bool> {
+        let attempts = crate::webhooks::attempts_after(claimed, o);
+        let (seq, runner, status) = (claimed.seq, runner.clone(), o.status);
+        let (payload, next, claimed_at) = (o.payload.clone(), o.next_attempt_at, o.claimed_at);
+        self.tasks
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(crate::webhooks::RECORD_DELIVERY)?;
+                bind(
+                    &mut stmt,
+                    &[&seq, &runner, &status, &attempts, &payload, &next, &claimed_at],
+                )?;
+                Ok(stmt.raw_execute()? == 1)
             })
             .await
     }
@@ -465,6 +520,24 @@ fn column<T: rusqlite::types::FromSql>(r: &rusqlite::Row<'_>, i: usize) -> Store
 }
 
 /// A row of `task_columns!()`, in that order.
+/// A row of `delivery_columns!`.
+fn delivery_from_row(r: &rusqlite::Row<'_>) -> StoreResult<WebhookDelivery> {
+    Ok(WebhookDelivery {
+        seq: column(r, 0)?,
+        account_id: column(r, 1)?,
+        mode: column(r, 2)?,
+        event_type: column(r, 3)?,
+        task_id: column(r, 4)?,
+        endpoint_id: column(r, 5)?,
+        url: column(r, 6)?,
+        status: column(r, 7)?,
+        attempts: column(r, 8)?,
+        payload: column(r, 9)?,
+        next_attempt_at: column(r, 10)?,
+        created_at: column(r, 11)?,
+    })
+}
+
 fn task_from_row(r: &rusqlite::Row<'_>) -> StoreResult<TaskRecord> {
     Ok(TaskRecord {
         id: column(r, 0)?,
