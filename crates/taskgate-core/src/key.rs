@@ -248,9 +248,11 @@ impl ApiKeySecret {
 
 pub fn hash_key(whole: &str) -> String {
     let digest = Sha256::digest(whole.as_bytes());
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(64);
     for b in digest {
-        out.push_str(&format!("{b:02x}"));
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
     }
     out
 }
@@ -269,6 +271,15 @@ fn checksum(random: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stored hash is SHA-256's lowercase hex (FIPS 180-2's "abc").
+    #[test]
+    fn the_hash_is_sha256_in_lowercase_hex() {
+        assert_eq!(
+            hash_key("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     #[test]
     fn generated_keys_parse_back() {

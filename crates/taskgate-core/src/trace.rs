@@ -22,11 +22,22 @@ pub struct TraceId(pub [u8; 16]);
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SpanId(pub [u8; 8]);
 
-fn hex(bytes: &[u8], f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    for b in bytes {
-        write!(f, "{b:02x}")?;
+/// Lower-case hex of `bytes` into `out` (twice their length).
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
     }
-    Ok(())
+}
+
+/// Written at once, not a formatting call a byte (ids are written into
+/// every propagated request and every exported log line).
+fn hex(bytes: &[u8], f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let mut buf = [0u8; 32];
+    let out = &mut buf[..bytes.len() * 2];
+    hex_into(bytes, out);
+    f.write_str(std::str::from_utf8(out).map_err(|_| fmt::Error)?)
 }
 
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
@@ -138,12 +149,13 @@ impl SpanContext {
     /// The `traceparent` header that makes the receiver's work a child of
     /// this span.
     pub fn traceparent(&self) -> String {
-        format!(
-            "00-{}-{}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            u8::from(self.sampled)
-        )
+        // "00-" trace "-" span "-" flags: 55 bytes.
+        let mut buf = [b'-'; 55];
+        buf[..2].copy_from_slice(b"00");
+        hex_into(&self.trace_id.0, &mut buf[3..35]);
+        hex_into(&self.span_id.0, &mut buf[36..52]);
+        buf[53..].copy_from_slice(if self.sampled { b"01" } else { b"00" });
+        String::from_utf8_lossy(&buf).into_owned()
     }
 
     /// A new span's context in this span's trace.

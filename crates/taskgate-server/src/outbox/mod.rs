@@ -157,7 +157,8 @@ impl Sender {
                                 // claim). Otherwise the claim took all that
                                 // was due: no claim for nothing.
                                 if done
-                                    && (had_every_turn || sender.claim_was_full.load(Ordering::Relaxed))
+                                    && (had_every_turn
+                                        || sender.claim_was_full.load(Ordering::Relaxed))
                                 {
                                     outbox.wake();
                                 }

@@ -61,11 +61,30 @@ impl Writer {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
 
-    /// A nested message, written by `f`.
+    /// A nested message, written by `f` in place: its length, unknown until
+    /// it is written, goes in a byte kept for it, and a length that needs
+    /// more makes room by moving the message along (one copy, where a
+    /// buffer of its own per message cost an allocation and a copy at every
+    /// level of nesting: most of a traced call's export).
     fn message(&mut self, field: u32, f: impl FnOnce(&mut Writer)) {
-        let mut inner = Writer::default();
-        f(&mut inner);
-        self.bytes(field, &inner.0);
+        self.tag(field, LEN);
+        let at = self.0.len();
+        self.0.push(0);
+        f(self);
+        let mut len = (self.0.len() - at - 1) as u64;
+        if len < 0x80 {
+            self.0[at] = len as u8;
+            return;
+        }
+        let mut prefix = [0u8; 10];
+        let mut n = 0;
+        while len >= 0x80 {
+            prefix[n] = (len as u8) | 0x80;
+            len >>= 7;
+            n += 1;
+        }
+        prefix[n] = len as u8;
+        self.0.splice(at..=at, prefix[..=n].iter().copied());
     }
 }
 
@@ -139,7 +158,7 @@ fn span(w: &mut Writer, s: &SpanData) {
 /// An `ExportTraceServiceRequest` of `spans`, all of one resource and one
 /// instrumentation scope (this server).
 pub fn encode(resource: &Resource, spans: &[SpanData]) -> Vec<u8> {
-    let mut w = Writer::default();
+    let mut w = Writer(Vec::with_capacity(256 + spans.len() * 320));
     w.message(1, |rs| {
         rs.message(1, |r| {
             for (k, v) in &resource.attributes {
@@ -203,5 +222,22 @@ mod tests {
         assert_eq!(&b[34..42], &1u64.to_le_bytes());
         // A negative int is ten bytes of varint.
         assert!(b.windows(2).any(|p| p == [0x18, 0xff]));
+    }
+
+    /// A nested message's length is its varint, however long the message.
+    #[test]
+    fn nested_lengths_are_their_varints() {
+        for size in [0usize, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let body = vec![7u8; size];
+            let mut w = Writer::default();
+            w.message(3, |m| {
+                m.message(1, |inner| inner.0.extend_from_slice(&body));
+            });
+            let mut inner = Writer::default();
+            inner.bytes(1, &body);
+            let mut expected = Writer::default();
+            expected.bytes(3, &inner.0);
+            assert_eq!(w.0, expected.0, "a message of {size} bytes");
+        }
     }
 }

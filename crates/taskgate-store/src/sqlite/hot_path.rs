@@ -237,7 +237,14 @@ impl HotPath for SqliteStore {
                 let mut stmt = conn.prepare_cached(&STATEMENTS.claim_deliveries)?;
                 bind(
                     &mut stmt,
-                    &[&runner, &now, &lease_until, &limit, &reclaim, &per_destination],
+                    &[
+                        &runner,
+                        &now,
+                        &lease_until,
+                        &limit,
+                        &reclaim,
+                        &per_destination,
+                    ],
                 )?;
                 let mut rows = stmt.raw_query();
                 let mut claimed = Vec::new();
@@ -264,7 +271,15 @@ impl HotPath for SqliteStore {
                 let mut stmt = conn.prepare_cached(crate::webhooks::RECORD_DELIVERY)?;
                 bind(
                     &mut stmt,
-                    &[&seq, &runner, &status, &attempts, &payload, &next, &claimed_at],
+                    &[
+                        &seq,
+                        &runner,
+                        &status,
+                        &attempts,
+                        &payload,
+                        &next,
+                        &claimed_at,
+                    ],
                 )?;
                 Ok(stmt.raw_execute()? == 1)
             })
