@@ -192,7 +192,7 @@ impl Sender {
         if *n == 0 {
             sending.remove(destination);
         }
-        had >= self.config.max_concurrency_per_endpoint
+        had >= self.config.max_concurrency_per_endpoint as usize
     }
 
     /// A claim holds a delivery long enough for one attempt and its writes.
