@@ -15,9 +15,7 @@
 mod attempt;
 mod payload;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use taskgate_core::{Clock, DeliveryStatus, RunnerId, Timestamp};
@@ -66,8 +64,6 @@ impl Outbox {
             runner,
             clock,
             slots: Arc::new(Semaphore::new(IN_FLIGHT_AT_MOST)),
-            sending: Mutex::new(HashMap::new()),
-            claim_was_full: AtomicBool::new(false),
         };
         tokio::spawn(sender.run(outbox.clone(), shutdown));
         Ok(outbox)
@@ -79,16 +75,6 @@ impl Outbox {
     }
 }
 
-/// Where a delivery goes, as the claim counts turns: its endpoint, or its
-/// call's URL.
-fn destination(d: &WebhookDelivery) -> String {
-    match (d.endpoint_id, &d.url) {
-        (Some(e), _) => e.to_string(),
-        (None, Some(url)) => url.clone(),
-        (None, None) => String::new(),
-    }
-}
-
 struct Sender {
     client: Client,
     store: Arc<dyn Store>,
@@ -96,10 +82,6 @@ struct Sender {
     runner: RunnerId,
     clock: Clock,
     slots: Arc<Semaphore>,
-    /// Attempts in flight here, per destination.
-    sending: Mutex<HashMap<String, usize>>,
-    /// The last claim took as many as it was allowed: more may be due.
-    claim_was_full: AtomicBool,
 }
 
 impl Sender {
@@ -131,14 +113,10 @@ impl Sender {
                         } else {
                             POLL_EVERY
                         };
-                        me.claim_was_full
-                            .store(list.len() as i64 >= free, Ordering::Relaxed);
                         for d in list {
                             let Ok(slot) = me.slots.clone().acquire_owned().await else {
                                 return;
                             };
-                            let destination = destination(&d);
-                            me.started(&destination);
                             let sender = me.clone();
                             let stop = shutdown.clone();
                             let outbox = outbox.clone();
@@ -149,17 +127,10 @@ impl Sender {
                                     () = sender.deliver(d, now) => true,
                                 };
                                 drop(slot);
-                                let had_every_turn = sender.ended(&destination);
-                                // Its destination had all its turns, so it
-                                // may have more waiting, or the claim took
-                                // all it could: the next goes now, not at
-                                // the next poll (wake-ups coalesce into one
-                                // claim). Otherwise the claim took all that
-                                // was due: no claim for nothing.
-                                if done
-                                    && (had_every_turn
-                                        || sender.claim_was_full.load(Ordering::Relaxed))
-                                {
+                                // Its destination has a turn free: the next
+                                // of its backlog goes now, not at the next
+                                // poll (wake-ups coalesce into one claim).
+                                if done {
                                     outbox.wake();
                                 }
                             });
@@ -174,25 +145,6 @@ impl Sender {
                 () = tokio::time::sleep(pause) => {}
             }
         }
-    }
-
-    fn started(&self, destination: &str) {
-        let mut sending = self.sending.lock().unwrap_or_else(PoisonError::into_inner);
-        *sending.entry(destination.to_owned()).or_default() += 1;
-    }
-
-    /// An attempt ended: whether its destination had every turn taken here.
-    fn ended(&self, destination: &str) -> bool {
-        let mut sending = self.sending.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(n) = sending.get_mut(destination) else {
-            return false;
-        };
-        let had = *n;
-        *n -= 1;
-        if *n == 0 {
-            sending.remove(destination);
-        }
-        had >= self.config.max_concurrency_per_endpoint as usize
     }
 
     /// A claim holds a delivery long enough for one attempt and its writes.
