@@ -617,6 +617,42 @@ async fn an_endpoint_failing_past_disable_after_is_disabled(backend: Backend) {
 }
 both!(an_endpoint_failing_past_disable_after_is_disabled);
 
+/// A success ends a run of failures: a failure after it starts a new run,
+/// so an endpoint that failed once long ago and has answered since is not
+/// disabled by its next failure.
+async fn a_success_ends_a_run_of_failures(backend: Backend) {
+    let Some(app) = app_configured(backend, &["0s", "5s", "5s", "5s"], |c| {
+        c.webhooks.disable_after = taskgate_server::config::Span::parse("10s").unwrap();
+    })
+    .await
+    else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    rx.answer(StatusCode::INTERNAL_SERVER_ERROR);
+    let live = app.client(&app.live);
+    let e = live
+        .post("webhook_endpoints", json!({ "url": rx.url }))
+        .await
+        .expect(201);
+    let path = format!("webhook_endpoints/{}", e.data()["id"].as_str().unwrap());
+    live.call(sentiment("down, then up")).await.expect(200);
+    rx.wait_for(1).await;
+    // The retry, 6 s on, succeeds.
+    app.clock.advance(Duration::from_secs(6));
+    rx.wait_for(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // 12 s after the first failure, a new one: a run of its own.
+    app.clock.advance(Duration::from_secs(6));
+    rx.answer(StatusCode::INTERNAL_SERVER_ERROR);
+    live.call(sentiment("down again")).await.expect(200);
+    rx.wait_for(3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = live.get(&path).await.expect(200).data().clone();
+    assert_eq!(now["enabled"], json!(true), "{now}");
+}
+both!(a_success_ends_a_run_of_failures);
+
 async fn gone_disables_and_redirects_are_not_followed(backend: Backend) {
     let Some(app) = webhook_app(backend).await else {
         return;
