@@ -9,6 +9,8 @@
 #                                     any of compare.py's options (--help lists them)
 #   bench/compare.sh --targets ceiling,taskgate-sqlite,taskgate-sqlite-webhooks --conns 1,32
 #                                     what a webhook endpoint costs a call (issue 28)
+#   bench/compare.sh --targets ceiling,taskgate-sqlite,taskgate-sqlite-traced,taskgate-sqlite-all --conns 1,32
+#                                     traces (ratio 1.0) and JSON logs, then everything on (issue 30)
 #
 # Needs wrk, nginx and sqlite3 (apt-get install -y wrk nginx-light sqlite3), psql and
 # a PostgreSQL (TASKGATE_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test)
