@@ -241,6 +241,20 @@ pub fn attempts_after(claimed: &WebhookDelivery, outcome: &DeliveryOutcome) -> D
     attempts
 }
 
+/// The audit entry of a secret's rotation (an endpoint's, or an account's
+/// signing secret): the old secret signs until `previous_until`.
+pub(crate) fn rotation_entry(
+    audit: &AuditContext,
+    action: taskgate_core::AuditAction,
+    account_id: AccountId,
+    target: taskgate_core::AuditTarget,
+    previous_until: Timestamp,
+) -> taskgate_core::AuditEntry {
+    let mut changes = taskgate_core::Changes::new();
+    taskgate_core::audit::created(&mut changes, "previous_until", previous_until.rfc3339());
+    audit.entry(action, Some(account_id), target, changes)
+}
+
 /// [`WebhookStore`] for a backend (see `backend.rs`).
 macro_rules! impl_webhooks {
     ($store:ty) => {
@@ -468,17 +482,12 @@ macro_rules! impl_webhooks {
                     .fetch_optional(&mut *tx)
                     .await?;
                     if rotated.is_some() {
-                        let mut changes = taskgate_core::Changes::new();
-                        taskgate_core::audit::created(
-                            &mut changes,
-                            "previous_until",
-                            previous_until.rfc3339(),
-                        );
-                        let entry = audit.entry(
+                        let entry = $crate::webhooks::rotation_entry(
+                            audit,
                             taskgate_core::AuditAction::WebhookEndpointSecretRotated,
-                            Some(account_id),
+                            account_id,
                             taskgate_core::AuditTarget::webhook_endpoint(id),
-                            changes,
+                            previous_until,
                         );
                         $crate::audit::audit_append!(tx, head, &entry);
                     }
@@ -592,17 +601,12 @@ macro_rules! impl_webhooks {
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await?;
-                    let mut changes = taskgate_core::Changes::new();
-                    taskgate_core::audit::created(
-                        &mut changes,
-                        "previous_until",
-                        previous_until.rfc3339(),
-                    );
-                    let entry = audit.entry(
+                    let entry = $crate::webhooks::rotation_entry(
+                        audit,
                         taskgate_core::AuditAction::SigningSecretRotated,
-                        Some(account_id),
+                        account_id,
                         taskgate_core::AuditTarget::signing_secret(mode),
-                        changes,
+                        previous_until,
                     );
                     $crate::audit::audit_append!(tx, head, &entry);
                     tx.commit().await?;

@@ -557,12 +557,16 @@ async fn retry_after_is_honoured_within_the_longest_step(backend: Backend) {
 }
 both!(retry_after_is_honoured_within_the_longest_step);
 
-async fn an_endpoint_failing_past_disable_after_is_disabled(backend: Backend) {
-    let Some(app) = app_configured(backend, &["0s", "5s", "5s", "5s"], |c| {
+/// Retries 5 s apart; an endpoint failing for 10 s is disabled.
+async fn disabling_after_10s(backend: Backend) -> Option<TestApp> {
+    app_configured(backend, &["0s", "5s", "5s", "5s"], |c| {
         c.webhooks.disable_after = taskgate_server::config::Span::parse("10s").unwrap();
     })
     .await
-    else {
+}
+
+async fn an_endpoint_failing_past_disable_after_is_disabled(backend: Backend) {
+    let Some(app) = disabling_after_10s(backend).await else {
         return;
     };
     let rx = Receiver::start().await;
@@ -621,11 +625,7 @@ both!(an_endpoint_failing_past_disable_after_is_disabled);
 /// so an endpoint that failed once long ago and has answered since is not
 /// disabled by its next failure.
 async fn a_success_ends_a_run_of_failures(backend: Backend) {
-    let Some(app) = app_configured(backend, &["0s", "5s", "5s", "5s"], |c| {
-        c.webhooks.disable_after = taskgate_server::config::Span::parse("10s").unwrap();
-    })
-    .await
-    else {
+    let Some(app) = disabling_after_10s(backend).await else {
         return;
     };
     let rx = Receiver::start().await;
