@@ -173,8 +173,10 @@ pub(crate) trait HotPath: SqlBackend {
     ) -> StoreResult<Option<TaskRecord>>;
 
     /// [`crate::WebhookStore::claim_deliveries`]: the statement
-    /// `statements().claim_deliveries`. SQLite runs it on the writer's
-    /// connection (warm, prepared once), not through sqlx.
+    /// `statements().claim_deliveries`, then each delivery's endpoint and
+    /// task read. SQLite runs them all on the writer's connection (warm,
+    /// prepared once), not through sqlx; PostgreSQL reads the endpoints and
+    /// the tasks of a whole claim in one statement each.
     #[allow(clippy::too_many_arguments)]
     async fn hot_claim_deliveries(
         &self,
@@ -184,7 +186,7 @@ pub(crate) trait HotPath: SqlBackend {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&taskgate_core::RunnerId>,
-    ) -> StoreResult<Vec<crate::WebhookDelivery>>;
+    ) -> StoreResult<Vec<crate::ClaimedDelivery>>;
 
     /// [`crate::WebhookStore::record_delivery`]: the statement
     /// [`crate::webhooks::RECORD_DELIVERY`], bound by

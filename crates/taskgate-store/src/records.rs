@@ -466,6 +466,24 @@ impl WebhookDelivery {
     }
 }
 
+/// A delivery as its claim returns it, with what an attempt at it reads,
+/// read in the claim's own transaction: its endpoint (`None` when it has
+/// none, or it was deleted) and, while its body is not made yet (`payload`
+/// empty), its task (`None` when it has none, or it was deleted).
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    pub delivery: WebhookDelivery,
+    pub endpoint: Option<WebhookEndpoint>,
+    pub task: Option<TaskRecord>,
+}
+
+impl ClaimedDelivery {
+    /// The task to read for `d`'s body: none once the body is made.
+    pub fn task_to_read(d: &WebhookDelivery) -> Option<TaskId> {
+        d.task_id.filter(|_| d.payload.is_none())
+    }
+}
+
 /// What an attempt at a delivery did, written by the sender that holds it.
 #[derive(Debug, Clone)]
 pub struct DeliveryOutcome {

@@ -12,8 +12,8 @@ use taskgate_core::{
 };
 
 use crate::{
-    DeliveryOutcome, DeliveryQuery, SigningSecret, StoreResult, WebhookDelivery, WebhookEndpoint,
-    WebhookEndpointUpdate,
+    ClaimedDelivery, DeliveryOutcome, DeliveryQuery, SigningSecret, StoreResult, WebhookDelivery,
+    WebhookEndpoint, WebhookEndpointUpdate,
 };
 
 /// Webhook endpoints, signing secrets and deliveries.
@@ -148,7 +148,9 @@ pub trait WebhookStore: Send + Sync {
     /// `runner` until `lease_until`: at most `per_destination` of one
     /// endpoint (or call's URL) held at once, those held already counted,
     /// destinations taking turns. With `reclaim`, also those `reclaim`
-    /// (this instance's previous life) held when it stopped.
+    /// (this instance's previous life) held when it stopped. Each with its
+    /// endpoint and, until its body is made, its task
+    /// ([`ClaimedDelivery`]), read with the claim.
     #[allow(clippy::too_many_arguments)]
     async fn claim_deliveries(
         &self,
@@ -158,7 +160,7 @@ pub trait WebhookStore: Send + Sync {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&RunnerId>,
-    ) -> StoreResult<Vec<WebhookDelivery>>;
+    ) -> StoreResult<Vec<ClaimedDelivery>>;
     /// Writes an attempt's outcome, if `runner` still holds the delivery:
     /// `claimed` as its claim returned it (while held, no one else adds an
     /// attempt), the attempt added to its list. One statement.
@@ -213,6 +215,13 @@ macro_rules! endpoint_columns {
     };
 }
 pub(crate) use endpoint_columns;
+
+/// An endpoint by its id: `$1`.
+pub(crate) const GET_ENDPOINT_BY_ID: &str = concat!(
+    "SELECT ",
+    endpoint_columns!(),
+    " FROM webhook_endpoints WHERE id = $1"
+);
 
 macro_rules! delivery_columns {
     () => {
@@ -323,14 +332,10 @@ macro_rules! impl_webhooks {
                     &self,
                     id: taskgate_core::WebhookEndpointId,
                 ) -> $crate::StoreResult<Option<$crate::WebhookEndpoint>> {
-                    Ok(sqlx::query_as(concat!(
-                        "SELECT ",
-                        $crate::webhooks::endpoint_columns!(),
-                        " FROM webhook_endpoints WHERE id = $1"
-                    ))
-                    .bind(id)
-                    .fetch_optional(self.reader())
-                    .await?)
+                    Ok(sqlx::query_as($crate::webhooks::GET_ENDPOINT_BY_ID)
+                        .bind(id)
+                        .fetch_optional(self.reader())
+                        .await?)
                 }
 
                 async fn list_endpoints(
@@ -729,7 +734,7 @@ macro_rules! impl_webhooks {
                     limit: i64,
                     per_destination: i64,
                     reclaim: Option<&taskgate_core::RunnerId>,
-                ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
+                ) -> $crate::StoreResult<Vec<$crate::ClaimedDelivery>> {
                     use $crate::backend::HotPath as _;
                     self.hot_claim_deliveries(runner, now, lease_until, limit, per_destination, reclaim)
                         .await

@@ -156,6 +156,7 @@ conformance! {
         senders_hold_deliveries_under_a_lease,
         tests_and_deletes_and_purges,
         claims_take_turns_per_destination,
+        a_claim_reads_what_its_attempt_needs,
     ],
     audit: [
         every_change_appends_one_chained_event,

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use taskgate_core::{Clock, DeliveryStatus, RunnerId, Timestamp};
-use taskgate_store::{DeliveryOutcome, Store, WebhookDelivery};
+use taskgate_store::{
+    ClaimedDelivery, DeliveryOutcome, Store, TaskRecord, WebhookDelivery, WebhookEndpoint,
+};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -153,30 +155,38 @@ impl Sender {
         Timestamp::from_unix_ms(now.unix_ms() + ms)
     }
 
-    /// One attempt at `d`, claimed at `claimed_at`, and its outcome written.
-    async fn deliver(&self, d: WebhookDelivery, claimed_at: Timestamp) {
-        let outcome = match self.attempt(&d, claimed_at).await {
+    /// One attempt at `c`, claimed at `claimed_at`, and its outcome written.
+    async fn deliver(&self, c: ClaimedDelivery, claimed_at: Timestamp) {
+        let ClaimedDelivery {
+            delivery: ref d,
+            endpoint,
+            task,
+        } = c;
+        let outcome = match self.attempt(d, endpoint.as_ref(), task, claimed_at).await {
             Ok(o) => o,
             Err(e) => {
                 tracing::warn!(error = %e, delivery = %d.id(), "a webhook delivery could not be made");
                 return;
             }
         };
-        if let Err(e) = self.store.record_delivery(&d, &self.runner, &outcome).await {
+        if let Err(e) = self.store.record_delivery(d, &self.runner, &outcome).await {
             tracing::warn!(error = %e, delivery = %d.id(), "cannot record a webhook attempt");
         }
     }
 
+    /// One attempt at `d`, with its endpoint and task as claimed.
     async fn attempt(
         &self,
         d: &WebhookDelivery,
+        endpoint: Option<&WebhookEndpoint>,
+        task: Option<TaskRecord>,
         claimed_at: Timestamp,
     ) -> Result<DeliveryOutcome, taskgate_store::StoreError> {
         let now = self.clock.now();
-        let target = payload::target(&*self.store, d, now).await?;
+        let target = payload::target(&*self.store, d, endpoint, now).await?;
         let body = match &d.payload {
             Some(body) => body.clone(),
-            None => payload::body(&*self.store, d, self.config.max_output_bytes).await?,
+            None => payload::body(d, task, self.config.max_output_bytes),
         };
         let sent = match &target {
             payload::Target::Stopped(why) => Sent::not_sent(why),

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use taskgate_core::{TaskStatus, Timestamp, WebhookEvent, WebhookSecret};
-use taskgate_store::{Store, StoreResult, TaskRecord, WebhookDelivery};
+use taskgate_store::{Store, StoreResult, TaskRecord, WebhookDelivery, WebhookEndpoint};
 
 use crate::views::TaskView;
 
@@ -20,9 +20,16 @@ pub enum Target {
     Stopped(&'static str),
 }
 
-pub async fn target(store: &dyn Store, d: &WebhookDelivery, now: Timestamp) -> StoreResult<Target> {
-    if let Some(id) = d.endpoint_id {
-        let Some(endpoint) = store.get_endpoint_by_id(id).await? else {
+/// Where `d` goes: to `endpoint`, its endpoint as the claim read it, or to
+/// its call's URL signed by the account's secret.
+pub async fn target(
+    store: &dyn Store,
+    d: &WebhookDelivery,
+    endpoint: Option<&WebhookEndpoint>,
+    now: Timestamp,
+) -> StoreResult<Target> {
+    if d.endpoint_id.is_some() {
+        let Some(endpoint) = endpoint else {
             return Ok(Target::Stopped("the endpoint was deleted"));
         };
         // A test event goes to a disabled endpoint: its owner asked for it.
@@ -31,7 +38,7 @@ pub async fn target(store: &dyn Store, d: &WebhookDelivery, now: Timestamp) -> S
         }
         let secrets = endpoint.signing_secrets(now).into_iter().cloned().collect();
         return Ok(Target::Send {
-            url: endpoint.url,
+            url: endpoint.url.clone(),
             secrets,
             failing: endpoint.failing_since.is_some(),
         });
@@ -53,16 +60,9 @@ pub async fn target(store: &dyn Store, d: &WebhookDelivery, now: Timestamp) -> S
 /// The body of a task's event: `{type, timestamp, data}`, `data` the task
 /// as `GET /tasks/{id}` shows it without its input, its output left out past
 /// `max_output_bytes` (`output_omitted: true`). A `task.running` event shows
-/// the task as it started, even if it has ended since.
-pub async fn body(
-    store: &dyn Store,
-    d: &WebhookDelivery,
-    max_output_bytes: usize,
-) -> StoreResult<String> {
-    let task = match d.task_id {
-        Some(id) => store.get_task_by_id(id).await?,
-        None => None,
-    };
+/// the task as it started, even if it has ended since. `task`: `d`'s task
+/// as the claim read it (`None` once deleted).
+pub fn body(d: &WebhookDelivery, task: Option<TaskRecord>, max_output_bytes: usize) -> String {
     let data = match task {
         Some(t) => task_data(t, d.event_type, max_output_bytes),
         None => json!({ "id": d.task_id, "mode": d.mode, "deleted": true }),
@@ -72,7 +72,7 @@ pub async fn body(
         "timestamp": d.created_at.rfc3339(),
         "data": data,
     });
-    Ok(body.to_string())
+    body.to_string()
 }
 
 fn task_data(mut t: TaskRecord, event: WebhookEvent, max_output_bytes: usize) -> Value {

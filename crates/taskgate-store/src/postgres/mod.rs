@@ -148,6 +148,65 @@ const SETTLE_TASK: &str = concat!(
     crate::sql::task_columns!()
 );
 
+/// The endpoints of a claim's deliveries, by id: `$1` the ids.
+const CLAIMED_ENDPOINTS: &str = concat!(
+    "SELECT ",
+    crate::webhooks::endpoint_columns!(),
+    " FROM webhook_endpoints WHERE id = ANY($1)"
+);
+
+/// The tasks of a claim's deliveries whose bodies are not made yet: `$1` the
+/// ids.
+const CLAIMED_TASKS: &str = concat!(
+    "SELECT ",
+    crate::sql::task_columns!(),
+    " FROM tasks WHERE id = ANY($1)"
+);
+
+impl PgStore {
+    /// Each claimed delivery with its endpoint and the task its body needs:
+    /// one read of all the endpoints, one of all the tasks.
+    async fn with_sources(
+        &self,
+        claimed: Vec<crate::WebhookDelivery>,
+    ) -> StoreResult<Vec<crate::ClaimedDelivery>> {
+        use std::collections::HashMap;
+        let endpoint_ids: Vec<String> = claimed
+            .iter()
+            .filter_map(|d| d.endpoint_id.map(|id| id.to_string()))
+            .collect();
+        let task_ids: Vec<String> = claimed
+            .iter()
+            .filter_map(|d| crate::ClaimedDelivery::task_to_read(d).map(|id| id.to_string()))
+            .collect();
+        let mut endpoints: HashMap<_, crate::WebhookEndpoint> = HashMap::new();
+        if !endpoint_ids.is_empty() {
+            let rows: Vec<crate::WebhookEndpoint> = sqlx::query_as(CLAIMED_ENDPOINTS)
+                .bind(&endpoint_ids)
+                .fetch_all(&self.pool)
+                .await?;
+            endpoints.extend(rows.into_iter().map(|e| (e.id, e)));
+        }
+        let mut tasks: HashMap<_, crate::TaskRecord> = HashMap::new();
+        if !task_ids.is_empty() {
+            let rows: Vec<crate::TaskRecord> = sqlx::query_as(CLAIMED_TASKS)
+                .bind(&task_ids)
+                .fetch_all(&self.pool)
+                .await?;
+            tasks.extend(rows.into_iter().map(|t| (t.id, t)));
+        }
+        Ok(claimed
+            .into_iter()
+            .map(|d| crate::ClaimedDelivery {
+                endpoint: d.endpoint_id.and_then(|id| endpoints.get(&id).cloned()),
+                task: crate::ClaimedDelivery::task_to_read(&d)
+                    .and_then(|id| tasks.get(&id).cloned()),
+                delivery: d,
+            })
+            .collect())
+    }
+}
+
 /// The task reads and writes of the hot path: writes through the batcher,
 /// reads straight from the pool.
 impl HotPath for PgStore {
@@ -159,16 +218,18 @@ impl HotPath for PgStore {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&taskgate_core::RunnerId>,
-    ) -> StoreResult<Vec<crate::WebhookDelivery>> {
-        Ok(sqlx::query_as(STATEMENTS.claim_deliveries.as_str())
-            .bind(runner)
-            .bind(now)
-            .bind(lease_until)
-            .bind(limit)
-            .bind(reclaim)
-            .bind(per_destination)
-            .fetch_all(&self.pool)
-            .await?)
+    ) -> StoreResult<Vec<crate::ClaimedDelivery>> {
+        let claimed: Vec<crate::WebhookDelivery> =
+            sqlx::query_as(STATEMENTS.claim_deliveries.as_str())
+                .bind(runner)
+                .bind(now)
+                .bind(lease_until)
+                .bind(limit)
+                .bind(reclaim)
+                .bind(per_destination)
+                .fetch_all(&self.pool)
+                .await?;
+        self.with_sources(claimed).await
     }
 
     async fn hot_record_delivery(

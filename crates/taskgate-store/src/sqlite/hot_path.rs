@@ -7,6 +7,7 @@
 
 use taskgate_core::{
     AccountId, Mode, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp, Transition, WebhookEvent,
+    WebhookEvents,
 };
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,8 @@ use super::{STATEMENTS, SqliteStore};
 use crate::backend::HotPath;
 use crate::sql::Param;
 use crate::{
-    DeliveryOutcome, StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord, WebhookDelivery,
+    ClaimedDelivery, DeliveryOutcome, StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord,
+    WebhookDelivery, WebhookEndpoint,
 };
 
 impl HotPath for SqliteStore {
@@ -229,7 +231,7 @@ impl HotPath for SqliteStore {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&RunnerId>,
-    ) -> StoreResult<Vec<WebhookDelivery>> {
+    ) -> StoreResult<Vec<ClaimedDelivery>> {
         let runner = runner.clone();
         let reclaim = reclaim.cloned();
         self.tasks
@@ -251,7 +253,8 @@ impl HotPath for SqliteStore {
                 while let Some(row) = rows.next()? {
                     claimed.push(delivery_from_row(row)?);
                 }
-                Ok(claimed)
+                drop(rows);
+                claimed.into_iter().map(|d| with_sources(conn, d)).collect()
             })
             .await
     }
@@ -549,6 +552,56 @@ fn delivery_from_row(r: &rusqlite::Row<'_>) -> StoreResult<WebhookDelivery> {
         attempts: column(r, 8)?,
         payload: column(r, 9)?,
         next_attempt_at: column(r, 10)?,
+        created_at: column(r, 11)?,
+    })
+}
+
+/// A claimed delivery with its endpoint and, until its body is made, its
+/// task, read in the claim's transaction.
+fn with_sources(conn: &rusqlite::Connection, d: WebhookDelivery) -> StoreResult<ClaimedDelivery> {
+    let endpoint = match d.endpoint_id {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(crate::webhooks::GET_ENDPOINT_BY_ID)?;
+            bind(&mut stmt, &[&id])?;
+            let mut rows = stmt.raw_query();
+            rows.next()?.map(endpoint_from_row).transpose()?
+        }
+        None => None,
+    };
+    let task = match ClaimedDelivery::task_to_read(&d) {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(crate::sql::GET_TASK_BY_ID)?;
+            bind(&mut stmt, &[&id])?;
+            let mut rows = stmt.raw_query();
+            rows.next()?.map(task_from_row).transpose()?
+        }
+        None => None,
+    };
+    Ok(ClaimedDelivery {
+        delivery: d,
+        endpoint,
+        task,
+    })
+}
+
+/// A row of `endpoint_columns!`.
+fn endpoint_from_row(r: &rusqlite::Row<'_>) -> StoreResult<WebhookEndpoint> {
+    let events: i64 = column(r, 4)?;
+    Ok(WebhookEndpoint {
+        id: column(r, 0)?,
+        account_id: column(r, 1)?,
+        mode: column(r, 2)?,
+        url: column(r, 3)?,
+        events: WebhookEvents::try_from(events).map_err(|e| StoreError::Corrupt {
+            column: "events".to_owned(),
+            message: e,
+        })?,
+        description: column(r, 5)?,
+        disabled: column(r, 6)?,
+        secret: column(r, 7)?,
+        previous_secret: column(r, 8)?,
+        previous_until: column(r, 9)?,
+        failing_since: column(r, 10)?,
         created_at: column(r, 11)?,
     })
 }

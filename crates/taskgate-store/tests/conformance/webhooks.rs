@@ -8,7 +8,8 @@ use taskgate_core::{
     WebhookEvents, WebhookSecret,
 };
 use taskgate_store::{
-    DeliveryOutcome, DeliveryQuery, Store, WebhookDelivery, WebhookEndpoint, WebhookEndpointUpdate,
+    ClaimedDelivery, DeliveryOutcome, DeliveryQuery, Store, TaskRecord, WebhookDelivery,
+    WebhookEndpoint, WebhookEndpointUpdate,
 };
 
 use crate::fixtures::{
@@ -359,25 +360,39 @@ fn outcome(status: DeliveryStatus, next: Option<i64>, claimed: i64) -> DeliveryO
     }
 }
 
+/// The deliveries of a claim, without what was read with them.
+fn deliveries(claimed: Vec<ClaimedDelivery>) -> Vec<WebhookDelivery> {
+    claimed.into_iter().map(|c| c.delivery).collect()
+}
+
+/// An account with one endpoint and one task's running event for it.
 async fn one_delivery(store: &dyn Store) -> (AccountId, WebhookDelivery) {
+    let (acme, _, _, d) = one_delivery_of(store).await;
+    (acme, d)
+}
+
+async fn one_delivery_of(
+    store: &dyn Store,
+) -> (AccountId, WebhookEndpoint, TaskRecord, WebhookDelivery) {
     let acme = new_account(store, "Acme").await;
     let e = endpoint(acme.id, Mode::Live, &all_events());
     store.create_endpoint(&e, &by()).await.unwrap();
     let t = running_task(store, acme.id, "runner-1", T0, T0 + MINUTE).await;
     let mut rows = store.list_deliveries(&everything(acme.id)).await.unwrap();
     assert_eq!(rows.len(), 1, "the running event");
-    let _ = t;
-    (acme.id, rows.remove(0))
+    (acme.id, e, t, rows.remove(0))
 }
 
 pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
     let (acme, d) = one_delivery(&*store).await;
     let (r1, r2) = (runner("sender-1"), runner("sender-2"));
     let now = T0 + 10;
-    let got = store
-        .claim_deliveries(&r1, at(now), at(now + MINUTE), 10, 8, None)
-        .await
-        .unwrap();
+    let got = deliveries(
+        store
+            .claim_deliveries(&r1, at(now), at(now + MINUTE), 10, 8, None)
+            .await
+            .unwrap(),
+    );
     assert_eq!(got.iter().map(|d| d.seq).collect::<Vec<_>>(), vec![d.seq]);
     let none = store
         .claim_deliveries(&r2, at(now), at(now + MINUTE), 10, 8, None)
@@ -391,10 +406,12 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(own.len(), 1, "its previous life's holding is taken back");
     let later = now + 2 * MINUTE;
-    let taken = store
-        .claim_deliveries(&r2, at(later), at(later + MINUTE), 10, 8, None)
-        .await
-        .unwrap();
+    let taken = deliveries(
+        store
+            .claim_deliveries(&r2, at(later), at(later + MINUTE), 10, 8, None)
+            .await
+            .unwrap(),
+    );
     assert_eq!(taken.len(), 1);
     // Only the holder writes the outcome.
     let failed = outcome(DeliveryStatus::Failed, Some(later + MINUTE), later);
@@ -456,7 +473,12 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
         status: DeliveryStatus::Succeeded,
         ..outcome(DeliveryStatus::Succeeded, None, replay_at)
     };
-    assert!(store.record_delivery(&again[0], &r1, &done).await.unwrap());
+    assert!(
+        store
+            .record_delivery(&again[0].delivery, &r1, &done)
+            .await
+            .unwrap()
+    );
     let row = store
         .get_delivery(acme, Mode::Live, d.seq)
         .await
@@ -533,10 +555,12 @@ pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
     let to = |list: &[WebhookDelivery], e: &WebhookEndpoint| {
         list.iter().filter(|d| d.endpoint_id == Some(e.id)).count()
     };
-    let first = store
-        .claim_deliveries(&s, at(T0 + 5), at(T0 + MINUTE), 10, 2, None)
-        .await
-        .unwrap();
+    let first = deliveries(
+        store
+            .claim_deliveries(&s, at(T0 + 5), at(T0 + MINUTE), 10, 2, None)
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         (to(&first, &a), to(&first, &b)),
         (2, 1),
@@ -553,9 +577,64 @@ pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
     };
     let first_of_a = first.iter().find(|d| d.endpoint_id == Some(a.id)).unwrap();
     assert!(store.record_delivery(first_of_a, &s, &done).await.unwrap());
-    let third = store
-        .claim_deliveries(&s, at(T0 + 7), at(T0 + MINUTE), 10, 2, None)
+    let third = deliveries(
+        store
+            .claim_deliveries(&s, at(T0 + 7), at(T0 + MINUTE), 10, 2, None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(to(&third, &a), 1, "one more of A as one ended");
+}
+
+/// A claim carries what its attempt reads, as it stands at the claim: the
+/// endpoint (a change made after the delivery was written shows), and the
+/// task while the body is not made; once it is, the task is not read.
+pub async fn a_claim_reads_what_its_attempt_needs(store: Arc<dyn Store>) {
+    let (acme, e, t, d) = one_delivery_of(&*store).await;
+    let disabled = WebhookEndpointUpdate {
+        enabled: Some(false),
+        ..WebhookEndpointUpdate::default()
+    };
+    store
+        .update_endpoint(acme, Mode::Live, e.id, &disabled, &by())
         .await
         .unwrap();
-    assert_eq!(to(&third, &a), 1, "one more of A as one ended");
+    let s = runner("sender-1");
+    let now = T0 + 10;
+    let mut first = store
+        .claim_deliveries(&s, at(now), at(now + MINUTE), 10, 8, None)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let c = first.remove(0);
+    assert_eq!(c.delivery.seq, d.seq);
+    let read = c.endpoint.expect("its endpoint");
+    assert_eq!(
+        (read.id, &read.url, &read.secret),
+        (e.id, &e.url, &e.secret)
+    );
+    assert_eq!(
+        read.disabled.as_deref(),
+        Some(WebhookEndpoint::DISABLED_BY_OWNER),
+        "as it stands at the claim"
+    );
+    let task = c.task.expect("its task, for the body");
+    assert_eq!((task.id, task.status), (t.id, t.status));
+    // Failed once: the body is stored, so the next claim reads no task.
+    let failed = outcome(DeliveryStatus::Failed, Some(now + 1), now);
+    assert!(
+        store
+            .record_delivery(&c.delivery, &s, &failed)
+            .await
+            .unwrap()
+    );
+    let mut again = store
+        .claim_deliveries(&s, at(now + 1), at(now + MINUTE), 10, 8, None)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    let c = again.remove(0);
+    assert!(c.delivery.payload.is_some());
+    assert!(c.task.is_none(), "the stored body is sent as it is");
+    assert_eq!(c.endpoint.map(|e| e.id), Some(e.id));
 }
