@@ -66,14 +66,10 @@ where
 {
     fn run(&mut self, conn: &Connection) {
         let Some(work) = self.work.take() else { return };
-        let result = conn
-            .execute_batch("SAVEPOINT job")
+        let result = exec(conn, "SAVEPOINT job")
             .map_err(StoreError::from)
             .and_then(|()| match work(conn) {
-                Ok(v) => conn
-                    .execute_batch("RELEASE job")
-                    .map(|()| v)
-                    .map_err(Into::into),
+                Ok(v) => exec(conn, "RELEASE job").map(|()| v).map_err(Into::into),
                 Err(e) => {
                     let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
                     Err(e)
@@ -123,6 +119,9 @@ pub struct Writer {
     _checkpoints: mpsc::Sender<()>,
 }
 
+/// Prepared statements the writer's connection keeps.
+const STATEMENTS_KEPT: usize = 64;
+
 /// How often the checkpoint thread copies the WAL into the database.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
@@ -153,6 +152,9 @@ impl Writer {
              PRAGMA wal_autocheckpoint = 0;",
         )?;
         conn.wal_hook(Some(hold_to_ceiling));
+        // Every statement of the hot path stays prepared (rusqlite keeps 16
+        // by default; the writer runs about as many, with its transactions').
+        conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
         let checkpointer = Connection::open(path)?;
         checkpointer.busy_timeout(BUSY_TIMEOUT)?;
         let shared = Arc::new(Shared {
@@ -221,7 +223,7 @@ impl Writer {
         // thread rather than block this one.
         let begun = conn
             .busy_timeout(Duration::ZERO)
-            .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"));
+            .and_then(|()| exec(&conn, "BEGIN IMMEDIATE"));
         let restored = conn.busy_timeout(BUSY_TIMEOUT);
         match (begun, restored) {
             (Ok(()), Ok(())) => {}
@@ -242,13 +244,21 @@ fn commit<T>(
     work: impl FnOnce(&Connection) -> StoreResult<T>,
 ) -> StoreResult<T> {
     let result = work(conn).and_then(|v| {
-        conn.execute_batch("COMMIT")?;
+        exec(conn, "COMMIT")?;
         Ok(v)
     });
     if result.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
     result
+}
+
+/// Runs `sql`, a statement without values (`BEGIN IMMEDIATE`, `COMMIT`, a
+/// savepoint's), prepared once on `conn`: `execute_batch` would prepare it
+/// again at every call, a few thousand instructions each, several times a
+/// call (`bench/RESULTS.md`).
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
@@ -263,12 +273,12 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
         }
         let conn = shared.lock();
         shared.queued.fetch_sub(batch.len(), Ordering::SeqCst);
-        let committed = match conn.execute_batch("BEGIN IMMEDIATE") {
+        let committed = match exec(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => {
                 for job in batch.iter_mut() {
                     job.run(&conn);
                 }
-                conn.execute_batch("COMMIT").map_err(|e| {
+                exec(&conn, "COMMIT").map_err(|e| {
                     let _ = conn.execute_batch("ROLLBACK");
                     StoreError::from(e)
                 })
@@ -330,8 +340,7 @@ fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
         return;
     }
     let conn = shared.lock();
-    let written = conn
-        .execute_batch("BEGIN IMMEDIATE")
+    let written = exec(&conn, "BEGIN IMMEDIATE")
         .map_err(StoreError::from)
         .and_then(|()| commit(&conn, |conn| held.write_all(conn, before)));
     if let Err(e) = written {
