@@ -172,11 +172,11 @@ pub(crate) trait HotPath: SqlBackend {
         event: TaskEvent,
     ) -> StoreResult<Option<TaskRecord>>;
 
-    /// [`crate::WebhookStore::claim_deliveries`]: the statement
-    /// `statements().claim_deliveries`, then each delivery's endpoint and
-    /// task read. SQLite runs them all on the writer's connection (warm,
-    /// prepared once), not through sqlx; PostgreSQL reads the endpoints and
-    /// the tasks of a whole claim in one statement each.
+    /// [`crate::WebhookStore::claim_deliveries`], then each delivery's
+    /// endpoint and task read. SQLite claims in steps on the writer's
+    /// connection (warm, prepared once; `sqlite/claim.rs`), not through
+    /// sqlx; PostgreSQL in one statement, then reads the endpoints and the
+    /// tasks of a whole claim in one statement each.
     #[allow(clippy::too_many_arguments)]
     async fn hot_claim_deliveries(
         &self,

@@ -28,8 +28,6 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
         append_before: "(events::jsonb || jsonb_build_array(",
         append_after: "::jsonb))::text",
-        skip_locked: " FOR UPDATE SKIP LOCKED",
-        lateral: true,
     })
 });
 
@@ -148,6 +146,39 @@ const SETTLE_TASK: &str = concat!(
     crate::sql::task_columns!()
 );
 
+/// The outbox's claim: due webhook deliveries held by a sender. `$1`
+/// runner, `$2` now, `$3` lease, `$4` limit, `$5` the runner whose holdings
+/// are taken back, `$6` held at once per destination at most. Its work
+/// follows the destinations (endpoints and calls' URLs) that have
+/// deliveries waiting and what it takes, never the backlog: the
+/// destinations are found by skipping through the index of waiting
+/// deliveries by destination (one probe each), each one's held deliveries
+/// are counted in the index of held ones, and each gives at most `$6` less
+/// those of its earliest due ones, not held, from the first index. Those
+/// are ranked (destinations taking turns) and the first `$4` are held,
+/// skipping rows another sender is claiming. SQLite claims in steps of its
+/// own (`sqlite/claim.rs`).
+const CLAIM_DELIVERIES: &str = concat!(
+    "WITH RECURSIVE waiting(dest) AS (",
+    "SELECT MIN(COALESCE(endpoint_id, url)) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL ",
+    "UNION ALL SELECT (SELECT MIN(COALESCE(endpoint_id, url)) FROM webhook_deliveries ",
+    "WHERE next_attempt_at IS NOT NULL AND COALESCE(endpoint_id, url) > waiting.dest) ",
+    "FROM waiting WHERE waiting.dest IS NOT NULL), ",
+    "dests AS (SELECT dest, $6 - (SELECT COUNT(*) FROM webhook_deliveries h ",
+    "WHERE COALESCE(h.endpoint_id, h.url) = waiting.dest AND h.lease_until >= $2 ",
+    "AND NOT ($5 IS NOT NULL AND h.runner = $5)) AS free FROM waiting WHERE dest IS NOT NULL), ",
+    "picked AS (SELECT w.seq, w.next_attempt_at, dests.free, ROW_NUMBER() OVER ",
+    "(PARTITION BY dests.dest ORDER BY w.next_attempt_at, w.seq) AS turn FROM dests CROSS JOIN LATERAL (",
+    "SELECT y.seq, y.next_attempt_at FROM webhook_deliveries y ",
+    "WHERE COALESCE(y.endpoint_id, y.url) = dests.dest AND y.next_attempt_at <= $2 ",
+    "AND (y.lease_until IS NULL OR y.lease_until < $2 OR ($5 IS NOT NULL AND y.runner = $5)) ",
+    "ORDER BY y.next_attempt_at LIMIT $6) w WHERE dests.free > 0) ",
+    "UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN ",
+    "(SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM picked ",
+    "WHERE turn <= free ORDER BY turn, next_attempt_at LIMIT $4) FOR UPDATE SKIP LOCKED) RETURNING ",
+    crate::webhooks::delivery_columns!()
+);
+
 /// The endpoints of a claim's deliveries, by id: `$1` the ids.
 const CLAIMED_ENDPOINTS: &str = concat!(
     "SELECT ",
@@ -219,16 +250,15 @@ impl HotPath for PgStore {
         per_destination: i64,
         reclaim: Option<&taskgate_core::RunnerId>,
     ) -> StoreResult<Vec<crate::ClaimedDelivery>> {
-        let claimed: Vec<crate::WebhookDelivery> =
-            sqlx::query_as(STATEMENTS.claim_deliveries.as_str())
-                .bind(runner)
-                .bind(now)
-                .bind(lease_until)
-                .bind(limit)
-                .bind(reclaim)
-                .bind(per_destination)
-                .fetch_all(&self.pool)
-                .await?;
+        let claimed: Vec<crate::WebhookDelivery> = sqlx::query_as(CLAIM_DELIVERIES)
+            .bind(runner)
+            .bind(now)
+            .bind(lease_until)
+            .bind(limit)
+            .bind(reclaim)
+            .bind(per_destination)
+            .fetch_all(&self.pool)
+            .await?;
         self.with_sources(claimed).await
     }
 

@@ -118,13 +118,6 @@ pub(crate) use key_columns;
 pub struct Dialect {
     pub append_before: &'static str,
     pub append_after: &'static str,
-    /// What a claim's subquery adds so that concurrent claimers skip each
-    /// other's rows (PostgreSQL's `FOR UPDATE SKIP LOCKED`; SQLite has one
-    /// writer).
-    pub skip_locked: &'static str,
-    /// Whether a subquery in `FROM` may read the tables before it
-    /// (PostgreSQL's `LATERAL`; SQLite has none, and takes a correlated `IN`).
-    pub lateral: bool,
 }
 
 /// `status = '<state>'`, or `status IN ('<state>', '<state>', …)`.
@@ -163,10 +156,6 @@ pub struct Statements {
     pub cancelled_attempts: String,
     /// Lease renewal, without its `id IN (…)` list: `$1` runner, `$2` lease.
     pub renew_prefix: String,
-    /// Due webhook deliveries held by a sender: `$1` runner, `$2` now, `$3`
-    /// lease, `$4` limit, `$5` the runner whose holdings are taken back,
-    /// `$6` held at once per destination at most.
-    pub claim_deliveries: String,
 }
 
 impl Statements {
@@ -227,7 +216,6 @@ impl Statements {
                 "UPDATE tasks SET attempts = $1 WHERE id = $2 AND {}",
                 status_in(&[TaskStatus::Cancelled])
             ),
-            claim_deliveries: claim_deliveries(d),
             renew_prefix: format!(
                 "UPDATE tasks SET lease_until = $2 WHERE {} AND runner = $1 AND id IN (",
                 status_in(&[TaskStatus::Running])
@@ -242,63 +230,6 @@ impl Statements {
             _ => &self.fail,
         }
     }
-}
-
-/// The outbox's claim ([`Statements::claim_deliveries`]). Its work follows
-/// the destinations (endpoints and calls' URLs) that have deliveries
-/// waiting and what it takes, never the backlog: the destinations are
-/// found by skipping through the index of waiting deliveries by
-/// destination (one probe each), each one's held deliveries are counted in
-/// the index of held ones, and each gives at most `$6` of its earliest due
-/// ones, not held, from the first index. Those are ranked (destinations
-/// taking turns) and the first `$4` are held.
-fn claim_deliveries(d: &Dialect) -> String {
-    const DEST: &str = "COALESCE(endpoint_id, url)";
-    // Held: by a sender whose lease runs, other than the one taken back.
-    let free_of = |t: &str| {
-        format!(
-            "({t}.lease_until IS NULL OR {t}.lease_until < $2 OR ($5 IS NOT NULL AND {t}.runner = $5))"
-        )
-    };
-    let earliest = |t: &str, columns: &str| {
-        format!(
-            "SELECT {columns} FROM webhook_deliveries {t} \
-             WHERE COALESCE({t}.endpoint_id, {t}.url) = dests.dest AND {t}.next_attempt_at <= $2 \
-             AND {} ORDER BY {t}.next_attempt_at LIMIT $6",
-            free_of(t)
-        )
-    };
-    let taken = if d.lateral {
-        format!(
-            "dests CROSS JOIN LATERAL ({}) w",
-            earliest("y", "y.seq, y.next_attempt_at")
-        )
-    } else {
-        format!(
-            "dests CROSS JOIN webhook_deliveries w WHERE w.seq IN ({})",
-            earliest("y", "y.seq")
-        )
-    };
-    let and_free = if d.lateral { "WHERE" } else { "AND" };
-    format!(
-        "WITH RECURSIVE waiting(dest) AS (\
-         SELECT MIN({DEST}) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL \
-         UNION ALL SELECT (SELECT MIN({DEST}) FROM webhook_deliveries \
-         WHERE next_attempt_at IS NOT NULL AND {DEST} > waiting.dest) \
-         FROM waiting WHERE waiting.dest IS NOT NULL), \
-         dests AS (SELECT dest, $6 - (SELECT COUNT(*) FROM webhook_deliveries h \
-         WHERE COALESCE(h.endpoint_id, h.url) = waiting.dest AND h.lease_until >= $2 \
-         AND NOT {held_back}) AS free FROM waiting WHERE dest IS NOT NULL), \
-         picked AS (SELECT w.seq, w.next_attempt_at, dests.free, ROW_NUMBER() OVER \
-         (PARTITION BY dests.dest ORDER BY w.next_attempt_at, w.seq) AS turn FROM {taken} \
-         {and_free} dests.free > 0) \
-         UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN \
-         (SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM picked \
-         WHERE turn <= free ORDER BY turn, next_attempt_at LIMIT $4){skip}) RETURNING {columns}",
-        held_back = "($5 IS NOT NULL AND h.runner = $5)",
-        skip = d.skip_locked,
-        columns = crate::webhooks::delivery_columns!()
-    )
 }
 
 /// A bound value of a dynamically built statement.
@@ -449,8 +380,6 @@ mod tests {
         let s = Statements::new(&Dialect {
             append_before: "f(",
             append_after: ")",
-            skip_locked: "",
-            lateral: false,
         });
         let set = |t: TaskStatus| format!("UPDATE tasks SET status = '{t}',");
         let is = |t: TaskStatus| format!("status = '{t}'");

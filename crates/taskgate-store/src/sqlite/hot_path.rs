@@ -220,9 +220,10 @@ impl HotPath for SqliteStore {
             .await
     }
 
-    /// On the writer's connection: its pages stay cached (a read connection
-    /// finds its cache stale after every commit of the writer's) and the
-    /// statement is prepared once; no round trip through sqlx's thread.
+    /// On the writer's connection, in steps (`claim.rs`): its pages stay
+    /// cached (a read connection finds its cache stale after every commit of
+    /// the writer's) and its statements are prepared once; no round trip
+    /// through sqlx's thread.
     async fn hot_claim_deliveries(
         &self,
         runner: &RunnerId,
@@ -236,24 +237,15 @@ impl HotPath for SqliteStore {
         let reclaim = reclaim.cloned();
         self.tasks
             .run(move |conn| {
-                let mut stmt = conn.prepare_cached(&STATEMENTS.claim_deliveries)?;
-                bind(
-                    &mut stmt,
-                    &[
-                        &runner,
-                        &now,
-                        &lease_until,
-                        &limit,
-                        &reclaim,
-                        &per_destination,
-                    ],
+                let claimed = super::claim::claim_deliveries(
+                    conn,
+                    &runner,
+                    now,
+                    lease_until,
+                    limit,
+                    per_destination,
+                    reclaim.as_ref(),
                 )?;
-                let mut rows = stmt.raw_query();
-                let mut claimed = Vec::new();
-                while let Some(row) = rows.next()? {
-                    claimed.push(delivery_from_row(row)?);
-                }
-                drop(rows);
                 claimed.into_iter().map(|d| with_sources(conn, d)).collect()
             })
             .await
@@ -539,7 +531,7 @@ fn column<T: rusqlite::types::FromSql>(r: &rusqlite::Row<'_>, i: usize) -> Store
 
 /// A row of `task_columns!()`, in that order.
 /// A row of `delivery_columns!`.
-fn delivery_from_row(r: &rusqlite::Row<'_>) -> StoreResult<WebhookDelivery> {
+pub(super) fn delivery_from_row(r: &rusqlite::Row<'_>) -> StoreResult<WebhookDelivery> {
     Ok(WebhookDelivery {
         seq: column(r, 0)?,
         account_id: column(r, 1)?,

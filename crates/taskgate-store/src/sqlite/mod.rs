@@ -19,6 +19,7 @@ use crate::backend::SqlBackend;
 use crate::sql::{Dialect, Statements, impl_store};
 use crate::{StoreError, StoreResult};
 
+mod claim;
 mod held;
 mod hot_path;
 mod readers;
@@ -32,8 +33,6 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
         append_before: "json_insert(events, '$[#]', json(",
         append_after: "))",
-        skip_locked: "",
-        lateral: false,
     })
 });
 

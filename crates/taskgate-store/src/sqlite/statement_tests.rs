@@ -2,9 +2,12 @@
 //! outbox's claim with a long backlog, and statements run again with new
 //! values (each must not be prepared again, `sql/mod.rs`).
 
-use rusqlite::{Connection, StatementStatus, named_params, params};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::STATEMENTS;
+use rusqlite::{Connection, StatementStatus, params};
+use taskgate_core::{AccountId, RunnerId, Timestamp, WebhookEndpointId};
+
 use crate::TaskQuery;
 use crate::sql::{Param, list_tasks_sql};
 
@@ -25,41 +28,53 @@ fn migrated() -> Connection {
     conn
 }
 
-/// `n` deliveries to `dest`, due at 1..=n.
-fn waiting(conn: &Connection, dest: &str, n: i64) {
+/// `n` deliveries of `account` to `dest`, due at 1..=n.
+fn waiting(conn: &Connection, account: AccountId, dest: WebhookEndpointId, n: i64) {
     let mut insert = conn
         .prepare(
             "INSERT INTO webhook_deliveries (account_id, mode, event_type, endpoint_id, status, \
              attempts, next_attempt_at, created_at) \
-             VALUES ('acct_1', 'live', 'task.succeeded', ?1, 'pending', '[]', ?2, ?2)",
+             VALUES (?1, 'live', 'task.succeeded', ?2, 'pending', '[]', ?3, ?3)",
         )
         .unwrap();
     for at in 1..=n {
-        insert.execute(params![dest, at]).unwrap();
+        insert.execute(params![account, dest, at]).unwrap();
     }
 }
 
-/// The claim, run with these values: the destinations of the deliveries it
-/// held, and the statement's VM steps.
-fn claim(
-    stmt: &mut rusqlite::Statement<'_>,
-    runner: &str,
-    now: i64,
-    limit: i64,
-) -> (Vec<String>, i32) {
-    stmt.reset_status(StatementStatus::VmStep);
-    let got = stmt
-        .query_map(
-            named_params! {
-                "$1": runner, "$2": now, "$3": now + 60_000, "$4": limit,
-                "$5": None::<String>, "$6": 8,
-            },
-            |r| r.get::<_, String>("endpoint_id"),
-        )
-        .unwrap()
-        .map(Result::unwrap)
+/// The claim (`claim.rs`), run with these values in a transaction of its
+/// own: the destinations of the deliveries it held, and the VM steps of all
+/// its statements.
+fn claim(conn: &Connection, runner: &str, now: i64, limit: i64) -> (Vec<String>, usize) {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let counted = steps.clone();
+    conn.progress_handler(
+        1,
+        Some(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            false
+        }),
+    )
+    .unwrap();
+    let runner = RunnerId::parse(runner).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let got = super::claim::claim_deliveries(
+        conn,
+        &runner,
+        Timestamp::from_unix_ms(now),
+        Timestamp::from_unix_ms(now + 60_000),
+        limit,
+        8,
+        None,
+    )
+    .unwrap();
+    conn.progress_handler(1, None::<fn() -> bool>).unwrap();
+    conn.execute_batch("COMMIT").unwrap();
+    let dests = got
+        .into_iter()
+        .map(|d| d.endpoint_id.unwrap().to_string())
         .collect();
-    (got, stmt.get_status(StatementStatus::VmStep))
+    (dests, steps.load(Ordering::Relaxed))
 }
 
 /// With 20,000 deliveries waiting for one endpoint, a claim still takes
@@ -68,17 +83,29 @@ fn claim(
 #[test]
 fn the_claim_does_not_read_the_backlog() {
     let conn = migrated();
-    waiting(&conn, "we_slow", 20_000);
-    waiting(&conn, "we_other", 1);
-    let mut stmt = conn.prepare(&STATEMENTS.claim_deliveries).unwrap();
-    let (first, steps) = claim(&mut stmt, "r1", 30_000, 64);
-    assert_eq!(first.iter().filter(|d| *d == "we_slow").count(), 8);
-    assert_eq!(first.iter().filter(|d| *d == "we_other").count(), 1);
-    assert!(steps < 5_000, "{steps} VM steps for 9 deliveries of 20,001");
+    let (account, slow, other) = (
+        AccountId::new(),
+        WebhookEndpointId::new(),
+        WebhookEndpointId::new(),
+    );
+    waiting(&conn, account, slow, 20_000);
+    waiting(&conn, account, other, 1);
+    let count = |list: &[String], e: WebhookEndpointId| {
+        list.iter().filter(|d| **d == e.to_string()).count()
+    };
+    // Destinations take turns: with room for two, one of each.
+    let (turns, _) = claim(&conn, "r1", 30_000, 2);
+    assert_eq!((count(&turns, slow), count(&turns, other)), (1, 1));
+    let (first, steps) = claim(&conn, "r1", 30_000, 64);
+    assert_eq!(count(&first, slow), 7, "eight held at once, one already");
+    assert_eq!(count(&first, other), 0, "its one is held already");
+    assert!(steps < 5_000, "{steps} VM steps for 7 deliveries of 20,001");
     // The slow endpoint's eight are held: nothing more of it, and little work.
-    let (second, steps) = claim(&mut stmt, "r1", 30_001, 32);
+    let (second, steps) = claim(&conn, "r1", 30_001, 32);
     assert!(second.is_empty(), "{second:?}");
     assert!(steps < 1_000, "{steps} VM steps for none of 20,001");
+    // Planned once, whatever its limit (`LIMIT $4`).
+    let stmt = conn.prepare_cached(super::claim::EARLIEST).unwrap();
     assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
 }
 
