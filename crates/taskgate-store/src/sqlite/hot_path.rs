@@ -552,21 +552,16 @@ pub(super) fn delivery_from_row(r: &rusqlite::Row<'_>) -> StoreResult<WebhookDel
 /// task, read in the claim's transaction.
 fn with_sources(conn: &rusqlite::Connection, d: WebhookDelivery) -> StoreResult<ClaimedDelivery> {
     let endpoint = match d.endpoint_id {
-        Some(id) => {
-            let mut stmt = conn.prepare_cached(crate::webhooks::GET_ENDPOINT_BY_ID)?;
-            bind(&mut stmt, &[&id])?;
-            let mut rows = stmt.raw_query();
-            rows.next()?.map(endpoint_from_row).transpose()?
-        }
+        Some(id) => read_one(
+            conn,
+            crate::webhooks::GET_ENDPOINT_BY_ID,
+            &id,
+            endpoint_from_row,
+        )?,
         None => None,
     };
     let task = match ClaimedDelivery::task_to_read(&d) {
-        Some(id) => {
-            let mut stmt = conn.prepare_cached(crate::sql::GET_TASK_BY_ID)?;
-            bind(&mut stmt, &[&id])?;
-            let mut rows = stmt.raw_query();
-            rows.next()?.map(task_from_row).transpose()?
-        }
+        Some(id) => read_one(conn, crate::sql::GET_TASK_BY_ID, &id, task_from_row)?,
         None => None,
     };
     Ok(ClaimedDelivery {
@@ -574,6 +569,19 @@ fn with_sources(conn: &rusqlite::Connection, d: WebhookDelivery) -> StoreResult<
         endpoint,
         task,
     })
+}
+
+/// The row of `sql` (a read by one key, `$1`), if any.
+fn read_one<T>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    key: &dyn rusqlite::ToSql,
+    from_row: fn(&rusqlite::Row<'_>) -> StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    bind(&mut stmt, &[key])?;
+    let mut rows = stmt.raw_query();
+    rows.next()?.map(from_row).transpose()
 }
 
 /// A row of `endpoint_columns!`.
