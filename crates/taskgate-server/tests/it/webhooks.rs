@@ -159,6 +159,15 @@ impl Receiver {
     }
 }
 
+/// A webhook endpoint registered at `url` (the default events); its id.
+async fn endpoint_to(client: &crate::utils::TestClient, url: &str) -> String {
+    let e = client
+        .post("webhook_endpoints", json!({ "url": url }))
+        .await
+        .expect(201);
+    e.data()["id"].as_str().unwrap().to_owned()
+}
+
 /// The newest delivery of `status`, once there is one.
 async fn first_delivery(client: &crate::utils::TestClient, status: &str, what: &str) -> Value {
     let path = format!("webhook_deliveries?status={status}");
@@ -471,9 +480,7 @@ async fn failures_are_retried_on_schedule_until_exhausted(backend: Backend) {
         rx.answer((StatusCode::INTERNAL_SERVER_ERROR, "down"));
     }
     let live = app.client(&app.live);
-    live.post("webhook_endpoints", json!({ "url": rx.url }))
-        .await
-        .expect(201);
+    endpoint_to(&live, &rx.url).await;
     live.call(sentiment("meh")).await.expect(200);
     let first = rx.wait_for(1).await;
     // The second attempt waits for its step (5 s), on the server's clock.
@@ -514,9 +521,7 @@ async fn retry_after_is_honoured_within_the_longest_step(backend: Backend) {
     // Asks for a day: clamped to the longest step, 60 s.
     rx.answer(busy("86400"));
     let live = app.client(&app.live);
-    live.post("webhook_endpoints", json!({ "url": rx.url }))
-        .await
-        .expect(201);
+    endpoint_to(&live, &rx.url).await;
     live.call(sentiment("later")).await.expect(200);
     rx.wait_for(1).await;
     let d = first_delivery(&live, "failed", "the 503 recorded").await;
@@ -574,11 +579,7 @@ async fn an_endpoint_failing_past_disable_after_is_disabled(backend: Backend) {
         rx.answer(StatusCode::INTERNAL_SERVER_ERROR);
     }
     let live = app.client(&app.live);
-    let e = live
-        .post("webhook_endpoints", json!({ "url": rx.url }))
-        .await
-        .expect(201);
-    let id = e.data()["id"].as_str().unwrap().to_owned();
+    let id = endpoint_to(&live, &rx.url).await;
     let enabled = |live: &crate::utils::TestClient| {
         let path = format!("webhook_endpoints/{id}");
         let live = live.clone();
@@ -631,11 +632,7 @@ async fn a_success_ends_a_run_of_failures(backend: Backend) {
     let rx = Receiver::start().await;
     rx.answer(StatusCode::INTERNAL_SERVER_ERROR);
     let live = app.client(&app.live);
-    let e = live
-        .post("webhook_endpoints", json!({ "url": rx.url }))
-        .await
-        .expect(201);
-    let path = format!("webhook_endpoints/{}", e.data()["id"].as_str().unwrap());
+    let path = format!("webhook_endpoints/{}", endpoint_to(&live, &rx.url).await);
     live.call(sentiment("down, then up")).await.expect(200);
     rx.wait_for(1).await;
     // The retry, 6 s on, succeeds.
@@ -668,11 +665,7 @@ async fn gone_disables_and_redirects_are_not_followed(backend: Backend) {
     );
     rx.answer(StatusCode::GONE);
     let live = app.client(&app.live);
-    let e = live
-        .post("webhook_endpoints", json!({ "url": rx.url }))
-        .await
-        .expect(201);
-    let id = e.data()["id"].as_str().unwrap().to_owned();
+    let id = endpoint_to(&live, &rx.url).await;
     live.call(sentiment("one")).await.expect(200);
     let redirected = first_delivery(&live, "failed", "the redirect recorded").await;
     assert_eq!(redirected["attempts"][0]["http_status"], json!(302));
@@ -869,9 +862,7 @@ async fn two_instances_send_each_event_once(backend: Backend) {
     }
     let rx = Receiver::start().await;
     let live = app.client(&app.live);
-    live.post("webhook_endpoints", json!({ "url": rx.url }))
-        .await
-        .expect(201);
+    endpoint_to(&live, &rx.url).await;
     let other = app
         .another_instance(|c| c.instance_id = Some("tg-second".parse().unwrap()))
         .await;

@@ -2,6 +2,7 @@
 
 mod batch;
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -195,37 +196,39 @@ const CLAIMED_TASKS: &str = concat!(
 );
 
 impl PgStore {
+    /// The rows of `sql` for `ids` (bound as `$1`, a text array); none
+    /// without a round trip when there are no ids.
+    async fn rows_of<T, I>(
+        &self,
+        sql: &'static str,
+        ids: impl Iterator<Item = I>,
+    ) -> StoreResult<Vec<T>>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+        I: std::fmt::Display,
+    {
+        let ids: Vec<String> = ids.map(|id| id.to_string()).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(sql).bind(ids).fetch_all(&self.pool).await?)
+    }
+
     /// Each claimed delivery with its endpoint and the task its body needs:
     /// one read of all the endpoints, one of all the tasks.
     async fn with_sources(
         &self,
         claimed: Vec<crate::WebhookDelivery>,
     ) -> StoreResult<Vec<crate::ClaimedDelivery>> {
-        use std::collections::HashMap;
-        let endpoint_ids: Vec<String> = claimed
+        let endpoint_ids = claimed.iter().filter_map(|d| d.endpoint_id);
+        let endpoints: Vec<crate::WebhookEndpoint> =
+            self.rows_of(CLAIMED_ENDPOINTS, endpoint_ids).await?;
+        let endpoints: HashMap<_, _> = endpoints.into_iter().map(|e| (e.id, e)).collect();
+        let task_ids = claimed
             .iter()
-            .filter_map(|d| d.endpoint_id.map(|id| id.to_string()))
-            .collect();
-        let task_ids: Vec<String> = claimed
-            .iter()
-            .filter_map(|d| crate::ClaimedDelivery::task_to_read(d).map(|id| id.to_string()))
-            .collect();
-        let mut endpoints: HashMap<_, crate::WebhookEndpoint> = HashMap::new();
-        if !endpoint_ids.is_empty() {
-            let rows: Vec<crate::WebhookEndpoint> = sqlx::query_as(CLAIMED_ENDPOINTS)
-                .bind(&endpoint_ids)
-                .fetch_all(&self.pool)
-                .await?;
-            endpoints.extend(rows.into_iter().map(|e| (e.id, e)));
-        }
-        let mut tasks: HashMap<_, crate::TaskRecord> = HashMap::new();
-        if !task_ids.is_empty() {
-            let rows: Vec<crate::TaskRecord> = sqlx::query_as(CLAIMED_TASKS)
-                .bind(&task_ids)
-                .fetch_all(&self.pool)
-                .await?;
-            tasks.extend(rows.into_iter().map(|t| (t.id, t)));
-        }
+            .filter_map(crate::ClaimedDelivery::task_to_read);
+        let tasks: Vec<crate::TaskRecord> = self.rows_of(CLAIMED_TASKS, task_ids).await?;
+        let tasks: HashMap<_, _> = tasks.into_iter().map(|t| (t.id, t)).collect();
         Ok(claimed
             .into_iter()
             .map(|d| crate::ClaimedDelivery {
