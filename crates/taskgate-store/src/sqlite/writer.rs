@@ -27,7 +27,6 @@
 //! without end under steady writes (see [`checkpoint_loop`]).
 
 use std::ffi::c_int;
-use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
@@ -375,14 +374,26 @@ fn checkpoint(conn: &Connection) -> Option<i64> {
 
 /// Binds `params` to the statement's `$1`, `$2`, … wherever they appear, so
 /// the SQL shared with the sqlx backends runs unchanged.
+///
+/// SQLite numbers named parameters in the order they first appear, so each
+/// of the statement's parameters is read back by its number and given its
+/// value: one pass over the statement's parameters. (Looking each value's
+/// name up instead formatted the name and compared it with every name
+/// before it: a call's 27-column insert spent 31k instructions binding.)
+/// A value with no parameter is not bound; a parameter with no value, or
+/// not named `$N`, is an error.
 pub fn bind(stmt: &mut Statement<'_>, params: &[&dyn ToSql]) -> rusqlite::Result<()> {
-    let mut name = String::with_capacity(4);
-    for (i, value) in params.iter().enumerate() {
-        name.clear();
-        let _ = write!(name, "${}", i + 1);
-        if let Some(index) = stmt.parameter_index(&name)? {
-            stmt.raw_bind_parameter(index, value)?;
-        }
+    for index in 1..=stmt.parameter_count() {
+        let name = stmt.parameter_name(index).unwrap_or("?");
+        let Some(value) = name
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|n| params.get(n))
+        else {
+            return Err(rusqlite::Error::InvalidParameterName(name.to_owned()));
+        };
+        stmt.raw_bind_parameter(index, value)?;
     }
     Ok(())
 }
