@@ -481,6 +481,54 @@ async fn idle_connections_are_closed() {
     app.stop().await;
 }
 
+/// A connection that never sends a byte is closed by the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed() {
+    let Some(app) = impatient(|h| h.header_read_timeout_ms = 60_000).await else {
+        return;
+    };
+    let mut conn = connect(&app).await;
+    let answer = read_until_closed(&mut conn).await;
+    assert_eq!(answer, "");
+    app.stop().await;
+}
+
+/// The server tells HTTP/1.1 from HTTP/2 by a connection's first bytes: a
+/// request whose first byte could still begin HTTP/2's preface (`P`), the
+/// rest sent later, is answered as HTTP/1.1; a client speaking HTTP/2 with
+/// prior knowledge is answered in HTTP/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_versions_are_told_by_their_first_bytes() {
+    use tokio::io::AsyncWriteExt;
+    let Some(app) = impatient(|_| {}).await else {
+        return;
+    };
+    let mut slow = connect(&app).await;
+    slow.write_all(b"P").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    slow.write_all(b"OST /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut slow).await;
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let res = h2
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.version(), reqwest::Version::HTTP_2);
+    assert_eq!(res.status(), 200);
+    let res = reqwest::get(format!("{}/healthz", app.base)).await.unwrap();
+    assert_eq!(res.version(), reqwest::Version::HTTP_11);
+    assert_eq!(res.status(), 200);
+    app.stop().await;
+}
+
 /// One HTTP/1.1 answer read off a kept-alive connection, headers and body.
 async fn read_answer(stream: &mut tokio::net::TcpStream) -> String {
     use tokio::io::AsyncReadExt;
