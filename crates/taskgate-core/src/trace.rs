@@ -202,9 +202,11 @@ impl Scope {
         }
     }
 
-    /// Runs `work` in this scope.
-    pub async fn run<F: Future>(self, work: F) -> F::Output {
-        SCOPE.scope(self, work).await
+    /// Runs `work` in this scope. Not an `async fn`: one would lay out
+    /// `work` twice in its future (the argument and the scope's copy), and a
+    /// future awaiting it carries that size for as long as it waits.
+    pub fn run<F: Future>(self, work: F) -> impl Future<Output = F::Output> {
+        SCOPE.scope(self, work)
     }
 
     /// This scope with `span` as its span (the request id kept).

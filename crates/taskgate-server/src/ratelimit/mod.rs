@@ -120,7 +120,10 @@ impl RateLimiter {
     ) -> Result<Decision, LimiterUnavailable> {
         match self {
             RateLimiter::Memory(m) => Ok(m.decide_now(account, limits, true)),
-            RateLimiter::Redis(r) => r.decide(account, limits, true).await,
+            // Boxed: its future is about 5 KB, which every request's
+            // authentication would otherwise carry while the request runs,
+            // Redis or not (a heap profile at 1,000 calls in flight).
+            RateLimiter::Redis(r) => Box::pin(r.decide(account, limits, true)).await,
         }
     }
 
@@ -141,7 +144,7 @@ impl RateLimiter {
     ) -> Result<Decision, LimiterUnavailable> {
         match self {
             RateLimiter::Memory(m) => Ok(m.decide_now(account, limits, false)),
-            RateLimiter::Redis(r) => r.decide(account, limits, false).await,
+            RateLimiter::Redis(r) => Box::pin(r.decide(account, limits, false)).await,
         }
     }
 }

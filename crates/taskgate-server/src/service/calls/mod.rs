@@ -143,7 +143,10 @@ async fn run_held(
 ) -> Result<TaskRecord, CallError> {
     let wait = !call.asynchronous;
     let told = if wait { Told::AtEnd } else { Told::AtOnce };
-    let Started { task: stored, done } = start_held(app, principal, call, hold, wait, told).await?;
+    // Boxed: its future (about 2 KB) would otherwise size this one, which
+    // lives for the whole sync wait.
+    let Started { task: stored, done } =
+        Box::pin(start_held(app, principal, call, hold, wait, told)).await?;
     let Some(done) = done else {
         return Ok(stored);
     };
