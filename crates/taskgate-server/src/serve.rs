@@ -134,18 +134,18 @@ async fn connection(
     let idle = Duration::from_millis(http.idle_timeout_ms);
     // Nothing sent within the idle timeout (or, after a stop, the linger):
     // closed, as a kept-alive connection with nothing to do would be.
-    let speaks = tokio::select! {
-        speaks = speaks(&stream) => speaks,
+    let version = tokio::select! {
+        version = speaks(&stream) => version,
         _ = tokio::time::sleep(idle) => return,
         _ = stop.cancelled() => {
             match tokio::time::timeout(DRAIN_LINGER.min(idle), speaks(&stream)).await {
-                Ok(speaks) => speaks,
+                Ok(version) => version,
                 Err(_) => return,
             }
         }
     };
     let mut builder = Builder::new(TokioExecutor::new());
-    builder = match speaks {
+    builder = match version {
         Some(Speaks::Http1) => builder.http1_only(),
         Some(Speaks::Http2) => builder.http2_only(),
         None => builder,
