@@ -80,9 +80,7 @@ impl Timestamp {
         let dt = self.datetime();
         format!("{:04}-{:02}", dt.year(), dt.month() as u8)
     }
-}
 
-impl Timestamp {
     /// The RFC 3339 text, written digit by digit into a buffer on the stack
     /// (the formatting machinery took about 2.6k instructions a timestamp,
     /// and a task's view shows three); `None` for a year outside 0–9999,
