@@ -29,6 +29,7 @@ mod props;
 pub mod query;
 pub mod ratelimit;
 pub mod redis;
+mod repoll;
 pub mod router;
 pub mod serve;
 pub mod service;

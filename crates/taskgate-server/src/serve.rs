@@ -36,6 +36,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::config::HttpConfig;
+use crate::repoll::Repoll;
 
 /// How long a kept-alive connection stays open after a stop without a
 /// request before it closes.
@@ -74,10 +75,10 @@ pub async fn serve(
             },
         };
         let (app, stop) = (app.clone(), stop.clone());
-        connections.spawn(async move {
+        connections.spawn(Repoll::new(async move {
             connection(stream, remote, app, http, stop).await;
             drop(permit);
-        });
+        }));
     }
     // What the kernel accepted before the stop is served; then the port closes.
     while let Some((stream, remote)) = std::future::poll_fn(|cx| match listener.poll_accept(cx) {
@@ -87,7 +88,7 @@ pub async fn serve(
     .await
     {
         let (app, stop) = (app.clone(), stop.clone());
-        connections.spawn(connection(stream, remote, app, http, stop));
+        connections.spawn(Repoll::new(connection(stream, remote, app, http, stop)));
     }
     drop(listener);
     stop.cancel();
