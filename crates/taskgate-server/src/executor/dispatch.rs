@@ -11,6 +11,7 @@ use taskgate_core::TaskId;
 use taskgate_store::{StoreResult, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
+use super::execution::Execution;
 use super::fair::Lane;
 use super::{Executor, Told};
 
@@ -39,6 +40,22 @@ impl Executor {
         max_running: Option<u32>,
         told: Told,
     ) -> StoreResult<TaskRecord> {
+        let (task, execution) = self.enqueue_here(task, max_running, told).await?;
+        if let Some(execution) = execution {
+            execution.detach();
+        }
+        Ok(task)
+    }
+
+    /// [`Self::enqueue`], with the execution of a task started at once
+    /// handed to the caller, to run in its own task while it waits for the
+    /// end ([`Execution::alongside`]); dropped, it runs on its own.
+    pub async fn enqueue_here(
+        self: &Arc<Self>,
+        task: TaskRecord,
+        max_running: Option<u32>,
+        told: Told,
+    ) -> StoreResult<(TaskRecord, Option<Execution>)> {
         self.fair.set_cap(
             Lane::new(task.account_id, task.mode),
             max_running.map(|n| n as usize),
@@ -63,7 +80,7 @@ impl Executor {
         self: &Arc<Self>,
         task: TaskRecord,
         told: Told,
-    ) -> StoreResult<TaskRecord> {
+    ) -> StoreResult<(TaskRecord, Option<Execution>)> {
         let lane = Lane::new(task.account_id, task.mode);
         // A worker of its mode free at once, and the lane under its cap
         // with nothing of its own waiting: start now. Else wait in the
@@ -71,7 +88,7 @@ impl Executor {
         if !self.fair.try_start(lane) {
             self.store.insert_task(&task).await?;
             self.submit(task.id, lane);
-            return Ok(task);
+            return Ok((task, None));
         }
         let now = task.created_at;
         // With a cap, the store checks it over every instance's tasks; at
@@ -101,17 +118,20 @@ impl Executor {
             self.store.insert_task(&queued).await?;
             self.fair.block(lane, queued.id);
             self.wake.notify_one();
-            return Ok(queued);
+            return Ok((queued, None));
         }
         let me = self.clone();
         let claimed = task.clone();
-        self.tracker.spawn(async move {
-            let id = claimed.id;
-            me.execute_claimed(claimed, token).await;
-            me.inflight.lock().remove(&id);
-            me.ended(lane);
-        });
-        Ok(task)
+        let execution = Execution::new(
+            async move {
+                let id = claimed.id;
+                me.execute_claimed(claimed, token).await;
+                me.inflight.lock().remove(&id);
+                me.ended(lane);
+            },
+            &self.tracker,
+        );
+        Ok((task, Some(execution)))
     }
 
     /// Asks for queued task `id` of `lane` to run soon, in its turn.

@@ -32,6 +32,7 @@
 //!   ended tasks past their retention).
 
 mod dispatch;
+mod execution;
 mod fair;
 mod finish;
 mod housekeeping;
@@ -51,6 +52,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use execution::Execution;
 pub use fair::Workers;
 pub use housekeeping::{IDEMPOTENCY_TTL_MS, Retention};
 

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 pub use idempotency::{Answer, Hold, Record, run_once};
 pub use request::{Call, check_metadata, check_sandbox, validate};
 
-use crate::executor::Told;
+use crate::executor::{Execution, Told};
 use crate::principal::Principal;
 use crate::state::AppState;
 
@@ -90,6 +90,10 @@ pub struct Started {
     pub task: TaskRecord,
     /// Resolves with the finished task (only when asked for at the start).
     pub done: Option<oneshot::Receiver<TaskRecord>>,
+    /// The task's execution, when it started at once, to be run in the
+    /// waiting caller's own task ([`Execution::alongside`]); dropped or
+    /// detached, it runs on its own.
+    pub run: Option<Execution>,
 }
 
 /// The input tokens a chat call would send, estimated without any
@@ -145,13 +149,17 @@ async fn run_held(
     let told = if wait { Told::AtEnd } else { Told::AtOnce };
     // Boxed: its future (about 2 KB) would otherwise size this one, which
     // lives for the whole sync wait.
-    let Started { task: stored, done } =
-        Box::pin(start_held(app, principal, call, hold, wait, told)).await?;
+    let Started {
+        task: stored,
+        done,
+        run,
+    } = Box::pin(start_held(app, principal, call, hold, wait, told)).await?;
     let Some(done) = done else {
         return Ok(stored);
     };
     let id = stored.id;
-    match tokio::time::timeout(Duration::from_millis(app.config.sync_wait_ms), done).await {
+    let wait = Duration::from_millis(app.config.sync_wait_ms);
+    match tokio::time::timeout(wait, alongside(run, done)).await {
         Ok(Ok(finished)) => Ok(finished),
         _ => {
             app.executor.forget(id);
@@ -197,10 +205,10 @@ pub enum End {
 
 /// The end of a task [`start`]ed with a wait, awaited at most `limit`.
 pub async fn end_of(app: &AppState, started: Started, limit: Duration) -> Result<End, CallError> {
-    let Started { task, done } = started;
+    let Started { task, done, run } = started;
     let id = task.id;
     let ended = match done {
-        Some(done) => tokio::time::timeout(limit, done)
+        Some(done) => tokio::time::timeout(limit, alongside(run, done))
             .await
             .ok()
             .and_then(Result::ok),
@@ -287,12 +295,12 @@ async fn start_held(
     // The wait is registered first: a fast task may finish before enqueue
     // returns.
     let done = wait.then(|| app.executor.wait(id));
-    let stored = match app
+    let (stored, mut run) = match app
         .executor
-        .enqueue(task, principal.max_running_tasks, told)
+        .enqueue_here(task, principal.max_running_tasks, told)
         .await
     {
-        Ok(stored) => stored,
+        Ok(started) => started,
         Err(e) => {
             drop(done);
             app.executor.forget(id);
@@ -301,8 +309,27 @@ async fn start_held(
             return Err(e.into());
         }
     };
+    // Nobody waits for it here, or it runs while the key is written.
+    if (!wait || hold.is_some())
+        && let Some(run) = run.take()
+    {
+        run.detach();
+    }
     attach(app, principal, hold, id).await;
-    Ok(Started { task: stored, done })
+    Ok(Started {
+        task: stored,
+        done,
+        run,
+    })
+}
+
+/// Awaits `done` while running the task's execution `run`, if the caller
+/// holds it; left unfinished, the execution goes on on its own.
+async fn alongside<T>(run: Option<Execution>, done: impl Future<Output = T>) -> T {
+    match run {
+        Some(run) => run.alongside(done).await,
+        None => done.await,
+    }
 }
 
 /// Records the task of an idempotent request on its key as soon as the task
