@@ -8,8 +8,9 @@ mod sse;
 
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Method, RequestBuilder, Response};
+use reqwest::{Method, RequestBuilder, Response, Url};
 use serde_json::Value;
 
 use super::config::{Protocol, ProviderConfig, Secret};
@@ -35,6 +36,10 @@ pub(crate) struct Conn {
     pub attempt_timeout: Duration,
     pub max_retries: u32,
     pub stream: bool,
+    /// The last path asked for and its URL, parsed: a provider's calls
+    /// mostly go to one path, and parsing the URL again took 6.2k
+    /// instructions of every call (bench/RESULTS.md, fourth session).
+    last_url: Mutex<Option<(String, Url)>>,
 }
 
 impl Conn {
@@ -121,20 +126,38 @@ impl Conn {
             attempt_timeout: Duration::from_millis(cfg.timeout_ms.unwrap_or(60_000).max(1)),
             max_retries: cfg.max_retries.unwrap_or(2),
             stream: cfg.stream.unwrap_or(true),
+            last_url: Mutex::new(None),
         })
     }
 
     /// A request to `path` under the base URL, signed, with the extra query.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let url = format!("{}{}", self.base_url, path);
-        let mut rb = self
-            .client
-            .request(method, url)
-            .headers(self.headers.clone());
+        let rb = match self.url(path) {
+            Some(url) => self.client.request(method, url),
+            // Not a URL: the client says why when the request is sent.
+            None => self
+                .client
+                .request(method, format!("{}{}", self.base_url, path)),
+        };
+        let mut rb = rb.headers(self.headers.clone());
         if !self.query.is_empty() {
             rb = rb.query(&self.query);
         }
         rb
+    }
+
+    /// The base URL and `path` joined, parsed as the client would parse
+    /// the text; `None` if it is not a URL.
+    fn url(&self, path: &str) -> Option<Url> {
+        let mut last = self.last_url.lock();
+        if let Some((p, url)) = &*last
+            && p == path
+        {
+            return Some(url.clone());
+        }
+        let url = Url::parse(&format!("{}{}", self.base_url, path)).ok()?;
+        *last = Some((path.to_owned(), url.clone()));
+        Some(url)
     }
 
     /// A request with a JSON body: `body` and the configured body fields,
@@ -225,6 +248,33 @@ mod tests {
             assert!(!scrubbed.contains(secret), "{secret} in {scrubbed}");
         }
         assert!(conn.headers["x-extra-key"].is_sensitive());
+    }
+
+    #[test]
+    fn a_requests_url_is_the_base_and_path_parsed_whether_or_not_it_was_the_last() {
+        let mut cfg =
+            crate::upstream::testutil::provider(Protocol::Openai, "http://127.0.0.1:9/v1/");
+        cfg.query
+            .insert("key".to_owned(), crate::upstream::Secret::new("q"));
+        let conn = Conn::new("p", &cfg, None, None, reqwest::Client::new()).unwrap();
+        let paths = [
+            "/chat/completions",
+            "/chat/completions",
+            "/models/gemini-2.0:generateContent",
+            "/jobs?x=1&y=%20",
+            "/chat/completions",
+            "/caf\u{e9} s",
+        ];
+        for path in paths {
+            let request = conn.request(Method::POST, path).build().unwrap();
+            let mut expected = Url::parse(&format!("http://127.0.0.1:9/v1{path}")).unwrap();
+            expected.query_pairs_mut().append_pair("key", "q");
+            assert_eq!(request.url(), &expected, "{path}");
+        }
+        // Not a URL: the error is the client's, as before.
+        let cfg = crate::upstream::testutil::provider(Protocol::Openai, "http://127.0.0.1:9");
+        let bad = Conn::new("p", &cfg, None, None, reqwest::Client::new()).unwrap();
+        assert!(bad.request(Method::GET, ":99999999/x").build().is_err());
     }
 
     #[test]
