@@ -90,14 +90,20 @@ def percentiles(rows):
     return at
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def target_args(ap, calls):
+    """The options of a run at one connection (here and timeline.py): the
+    binaries, how many calls, the store."""
     ap.add_argument("--taskgate", required=True)
     ap.add_argument("--fake", required=True)
-    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--calls", type=int, default=calls)
     ap.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     ap.add_argument("--pg", default=os.environ.get("TASKGATE_TEST_POSTGRES_URL",
                                                    "postgres://postgres@127.0.0.1:5432/test"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target_args(ap, 20000)
     ap.add_argument("--out")
     ap.add_argument("--env", action="append", default=[])
     args = ap.parse_args()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402
-from latency_c1 import Connection  # noqa: E402
+from latency_c1 import Connection, target_args  # noqa: E402
 
 
 def capture(path, ports):
@@ -127,12 +127,7 @@ def report(calls):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--taskgate", required=True)
-    ap.add_argument("--fake", required=True)
-    ap.add_argument("--calls", type=int, default=3000)
-    ap.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
-    ap.add_argument("--pg", default=os.environ.get("TASKGATE_TEST_POSTGRES_URL",
-                                                   "postgres://postgres@127.0.0.1:5432/test"))
+    target_args(ap, 3000)
     ap.add_argument("--keep", help="keep the capture's text here")
     args = ap.parse_args()
 
