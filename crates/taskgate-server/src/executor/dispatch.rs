@@ -48,8 +48,9 @@ impl Executor {
     }
 
     /// [`Self::enqueue`], with the execution of a task started at once
-    /// handed to the caller, to run in its own task while it waits for the
-    /// end ([`Execution::alongside`]); dropped, it runs on its own.
+    /// handed to the caller, to run in the caller's task while the caller
+    /// waits for the end ([`Execution::alongside`]); dropped, it runs on
+    /// its own.
     pub async fn enqueue_here(
         self: &Arc<Self>,
         task: TaskRecord,

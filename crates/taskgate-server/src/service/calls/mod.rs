@@ -158,8 +158,8 @@ async fn run_held(
         return Ok(stored);
     };
     let id = stored.id;
-    let wait = Duration::from_millis(app.config.sync_wait_ms);
-    match tokio::time::timeout(wait, alongside(run, done)).await {
+    let limit = Duration::from_millis(app.config.sync_wait_ms);
+    match tokio::time::timeout(limit, alongside(run, done)).await {
         Ok(Ok(finished)) => Ok(finished),
         _ => {
             app.executor.forget(id);
