@@ -60,11 +60,7 @@ pub(super) async fn create(
     // A client that leaves before the answer takes its task with it.
     let mut guard = CancelOnDrop::new(&app, &principal, id);
     if let Some(slot) = slot {
-        let Started { task, done, run } = started;
-        // Streamed: the reader follows the task; its execution runs on its own.
-        if let Some(run) = run {
-            run.detach();
-        }
+        let Started { task, done, .. } = started;
         let mut reader = Reader::follow(&app, principal, task.clone(), done, slot);
         // The first event decides the status: a task that failed before any
         // output is an error answer, not a stream.

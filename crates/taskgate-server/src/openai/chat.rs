@@ -61,11 +61,7 @@ pub(super) async fn completions(
     };
     let mut guard = CancelOnDrop::new(&app, &principal, started.task.id);
 
-    let Started { task, done, run } = started;
-    // Streamed: the reader follows the task; its execution runs on its own.
-    if let Some(run) = run {
-        run.detach();
-    }
+    let Started { task, done, .. } = started;
     let mut reader = Reader::follow(&app, principal, task.clone(), done, slot);
     // The first event decides the status: a task that failed before any
     // output is an error answer, not a stream.

@@ -90,9 +90,9 @@ pub struct Started {
     pub task: TaskRecord,
     /// Resolves with the finished task (only when asked for at the start).
     pub done: Option<oneshot::Receiver<TaskRecord>>,
-    /// The task's execution, when it started at once, to be run in the
-    /// waiting caller's own task ([`Execution::alongside`]); dropped or
-    /// detached, it runs on its own.
+    /// The task's execution, when it started at once and the caller awaits
+    /// its end (told of at the end), to be run in the caller's own task
+    /// ([`Execution::alongside`]); dropped, it runs on its own.
     pub run: Option<Execution>,
 }
 
@@ -309,8 +309,10 @@ async fn start_held(
             return Err(e.into());
         }
     };
-    // Nobody waits for it here, or it runs while the key is written.
-    if (!wait || hold.is_some())
+    // Nobody waits for its end here (an async call; a stream, told of at
+    // once, reads its output as it comes), or it runs while the key is
+    // written.
+    if (!wait || told == Told::AtOnce || hold.is_some())
         && let Some(run) = run.take()
     {
         run.detach();
