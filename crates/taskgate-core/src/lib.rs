@@ -43,3 +43,32 @@ pub use user::{Email, Role, UserStatus};
 pub use webhook::{
     DeliveryAttempt, DeliveryAttempts, DeliveryStatus, WebhookEvent, WebhookEvents, WebhookSecret,
 };
+
+/// A JSON document's compact text, as stored in a column or sent as a body:
+/// the same text as `value.to_string()`, written straight into a byte buffer
+/// rather than through the formatting machinery, which checked each piece as
+/// UTF-8 and grew the string from nothing (about twice the instructions for a
+/// chat call's input, bench/RESULTS.md).
+pub fn json_text(value: &serde_json::Value) -> String {
+    // Serializing a `Value` cannot fail: its keys are strings and its
+    // numbers finite.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod json_text_tests {
+    use serde_json::json;
+
+    #[test]
+    fn json_text_is_the_displayed_text() {
+        for v in [
+            json!(null),
+            json!({"messages": [{"role": "user", "content": "hé \"quoted\"\n\u{1}"}], "n": 1.5e300, "k": -3}),
+            json!([]),
+            json!({}),
+            json!("plain"),
+        ] {
+            assert_eq!(super::json_text(&v), v.to_string());
+        }
+    }
+}

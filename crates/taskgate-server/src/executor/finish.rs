@@ -29,7 +29,7 @@ impl Executor {
         let (status, output, error, usage) = match result {
             Ok(x) => (
                 TaskStatus::Succeeded,
-                Some(x.output.to_string()),
+                Some(taskgate_core::json_text(&x.output)),
                 None,
                 x.usage,
             ),

@@ -72,7 +72,7 @@ pub fn body(d: &WebhookDelivery, task: Option<TaskRecord>, max_output_bytes: usi
         "timestamp": d.created_at.rfc3339(),
         "data": data,
     });
-    body.to_string()
+    taskgate_core::json_text(&body)
 }
 
 fn task_data(mut t: TaskRecord, event: WebhookEvent, max_output_bytes: usize) -> Value {

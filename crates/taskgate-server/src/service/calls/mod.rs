@@ -242,8 +242,8 @@ async fn start_held(
     };
     let reserved = reserve_spend(app, principal, &request, now).await?;
     let task = TaskRecord {
-        input: request.input.to_string(),
-        metadata: Value::Object(request.metadata).to_string(),
+        input: taskgate_core::json_text(&request.input),
+        metadata: taskgate_core::json_text(&Value::Object(request.metadata)),
         idempotency_key: hold.map(|h| h.key.clone()),
         timeout_ms: request.timeout_ms as i64,
         sandbox: request.sandbox,
