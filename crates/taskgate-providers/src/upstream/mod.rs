@@ -133,6 +133,11 @@ impl Upstream {
             // OTLP/gRPC): what the benchmarks measured; HTTP/2 to providers
             // would be a change of its own.
             .http1_only()
+            // reqwest's default policy retries only HTTP/2 and HTTP/3
+            // refusals, which an HTTP/1.1 client never meets, yet it copied
+            // every request (headers, URL, body) in case it would. Taskgate
+            // retries a provider's attempts itself (`max_retries`).
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .build()
             .map_err(|e| format!("providers.{name}: {e}"))?;
         let adapter: Arc<dyn Adapter> = match cfg.protocol {

@@ -34,7 +34,11 @@ impl Client {
             .connect_timeout(timeout)
             .user_agent(concat!("Taskgate-Webhooks/", env!("CARGO_PKG_VERSION")))
             .no_proxy()
-            .http1_only();
+            .http1_only()
+            // Nothing to retry on HTTP/1.1 (reqwest's default retries HTTP/2
+            // refusals), and no copy of each delivery kept in case: the
+            // outbox's own schedule retries a delivery.
+            .retry(reqwest::retry::never().max_retries_per_request(0));
         if !config.allow_private_networks {
             builder = builder.dns_resolver(guarded_resolver(FetchPolicy::default()));
         }
