@@ -37,11 +37,11 @@ macro_rules! text_by_str {
     )*};
 }
 
-macro_rules! text_by_display {
+macro_rules! text_by_id {
     ($($t:ty),* $(,)?) => {$(
         impl TextColumn for $t {
             fn to_text(&self) -> Cow<'_, str> {
-                Cow::Owned(self.to_string())
+                Cow::Owned(self.text())
             }
             fn from_text(s: &str) -> Result<Self, String> {
                 s.parse::<$t>().map_err(|e| e.to_string())
@@ -80,7 +80,7 @@ text_by_str!(
     DeliveryStatus,
     WebhookEvent,
 );
-text_by_display!(
+text_by_id!(
     TaskId,
     KeyId,
     AccountId,

@@ -105,13 +105,29 @@ macro_rules! id_type {
             pub fn parse(s: &str) -> Result<Self, IdError> {
                 parse_ulid(s, Self::PREFIX).map(Self)
             }
+
+            /// `f` of the id's text, made on the stack: what `Display`
+            /// writes, without a `String` grown piece by piece through the
+            /// formatting machinery (bench/RESULTS.md).
+            pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+                const LEN: usize = $prefix.len() + ULID_LEN;
+                let mut buf = [0u8; LEN];
+                let mut ulid = [0u8; ULID_LEN];
+                buf[..$prefix.len()].copy_from_slice($prefix.as_bytes());
+                buf[$prefix.len()..].copy_from_slice(self.0.array_to_str(&mut ulid).as_bytes());
+                // ASCII throughout: the prefix and Crockford's base 32.
+                f(std::str::from_utf8(&buf).unwrap_or_default())
+            }
+
+            /// The id's text in a `String` of its exact size.
+            pub fn text(&self) -> String {
+                self.with_text(str::to_owned)
+            }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let mut buf = [0u8; ULID_LEN];
-                f.write_str(Self::PREFIX)?;
-                f.write_str(self.0.array_to_str(&mut buf))
+                self.with_text(|t| f.write_str(t))
             }
         }
 
@@ -130,7 +146,7 @@ macro_rules! id_type {
 
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
+                self.with_text(|t| s.serialize_str(t))
             }
         }
 
@@ -336,6 +352,33 @@ mod tests {
         assert!(TaskId::floor(earlier) <= id);
         assert!(TaskId::floor(earlier.plus_ms(1)) > id);
         assert!(id < last);
+    }
+
+    /// The text made on the stack is the prefix and the canonical ULID, for
+    /// every kind of id and every way an id is shown.
+    #[test]
+    fn an_ids_text_is_its_prefix_and_its_ulid() {
+        fn check<T: fmt::Display + Serialize>(id: T, prefix: &str, ulid: Ulid, text: String) {
+            let expected = format!("{prefix}{}", ulid.to_string());
+            assert_eq!(text, expected);
+            assert_eq!(id.to_string(), expected);
+            assert_eq!(
+                serde_json::to_string(&id).unwrap(),
+                format!("\"{expected}\"")
+            );
+        }
+        for ulid in [
+            Ulid::nil(),
+            Ulid::from_parts(u64::MAX >> 16, u128::MAX),
+            Ulid::new(),
+        ] {
+            check(TaskId(ulid), "task_", ulid, TaskId(ulid).text());
+            check(KeyId(ulid), "key_", ulid, KeyId(ulid).text());
+            check(AccountId(ulid), "acct_", ulid, AccountId(ulid).text());
+            check(RequestId(ulid), "req_", ulid, RequestId(ulid).text());
+            check(UserId(ulid), "user_", ulid, UserId(ulid).text());
+            check(AuditId(ulid), "aud_", ulid, AuditId(ulid).text());
+        }
     }
 
     #[test]
