@@ -246,7 +246,8 @@ pub(crate) fn answer(
     model: &str,
 ) -> Result<Execution, UpstreamError> {
     let choice = v
-        .pointer("/choices/0")
+        .get("choices")
+        .and_then(|c| c.get(0))
         .ok_or_else(|| UpstreamError::invalid("The chat answer has no `choices`."))?;
     let message = choice.get("message").unwrap_or(&Value::Null);
     let mut finish = finish_reason(choice.get("finish_reason").and_then(Value::as_str));
@@ -336,7 +337,7 @@ impl Streamed {
         if let Some(m) = chunk.get("model").and_then(Value::as_str) {
             self.model.get_or_insert_with(|| m.to_owned());
         }
-        if let Some(choice) = chunk.pointer("/choices/0") {
+        if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
             let delta = choice.get("delta").unwrap_or(&Value::Null);
             if let Some(r) = delta.get("reasoning_content").and_then(Value::as_str) {
                 self.reasoning.push_str(r);
