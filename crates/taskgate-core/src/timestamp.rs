@@ -75,8 +75,12 @@ impl Timestamp {
         i64::try_from(ms).ok().map(Self)
     }
 
-    /// The UTC calendar month, as `YYYY-MM` (the key of monthly spend).
+    /// The UTC calendar month, as `YYYY-MM` (the key of monthly spend, made
+    /// at every call's end): the RFC 3339 text's first seven bytes.
     pub fn month_key(self) -> String {
+        if let Some(b) = self.text() {
+            return std::str::from_utf8(&b[..7]).unwrap_or_default().to_owned();
+        }
         let dt = self.datetime();
         format!("{:04}-{:02}", dt.year(), dt.month() as u8)
     }
@@ -197,6 +201,30 @@ mod tests {
         let before_year_0 = Timestamp::from_unix_ms(-62_167_219_200_001);
         assert!(before_year_0.text().is_none());
         assert_eq!(before_year_0.to_string(), formatted(before_year_0));
+    }
+
+    /// The month's key is `YYYY-MM` of the UTC date, in and out of the years
+    /// the text is made in place for.
+    #[test]
+    fn a_months_key_is_its_year_and_month() {
+        let key = |t: Timestamp| {
+            let dt = t.datetime();
+            format!("{:04}-{:02}", dt.year(), dt.month() as u8)
+        };
+        let mut ms: i64 = -62_167_219_200_001; // the last ms before year 0
+        while ms <= 253_402_300_800_000 {
+            // to the first ms after 9999
+            let t = Timestamp::from_unix_ms(ms);
+            assert_eq!(t.month_key(), key(t), "{ms}");
+            ms += 1_234_567_890_123; // about 39 years a step
+        }
+        for (ms, expected) in [
+            (1_795_268_712_345, "2026-11"),
+            (1_767_225_599_999, "2025-12"),
+            (1_767_225_600_000, "2026-01"),
+        ] {
+            assert_eq!(Timestamp::from_unix_ms(ms).month_key(), expected, "{ms}");
+        }
     }
 
     #[test]
