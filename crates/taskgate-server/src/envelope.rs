@@ -6,6 +6,7 @@
 //! layer adds `meta` once the handler is done, so `latency_ms` covers the
 //! whole request. It also records the request metrics.
 
+use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
@@ -194,7 +195,12 @@ fn write(
     started: Instant,
 ) -> Response {
     let (mut parts, _) = response.into_parts();
-    let mut body: Vec<u8> = Vec::with_capacity(256);
+    // The data, and room for the envelope around it: one allocation.
+    let data_len = match &payload {
+        Payload::Data(json) => json.len(),
+        Payload::Error(_) => 0,
+    };
+    let mut body: Vec<u8> = Vec::with_capacity(data_len + 256);
     match payload {
         Payload::Data(json) => {
             body.extend_from_slice(br#"{"success":true,"data":"#);
@@ -218,10 +224,10 @@ fn write(
         }
     }
     let latency_ms = (started.elapsed().as_micros() as f64 / 10.0).round() / 100.0;
-    body.extend_from_slice(
-        format!(r#","meta":{{"request_id":"{request_id}","latency_ms":{latency_ms}}}}}"#)
-            .as_bytes(),
-    );
+    body.extend_from_slice(br#","meta":{"request_id":""#);
+    request_id.with_text(|id| body.extend_from_slice(id.as_bytes()));
+    // Writing a number into a Vec cannot fail.
+    let _ = write!(body, r#"","latency_ms":{latency_ms}}}}}"#);
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
