@@ -3,6 +3,7 @@
 //! carries. Message contents are never recorded.
 
 use reqwest::RequestBuilder;
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 use taskgate_core::trace::{ActiveSpan, Scope};
 
@@ -54,6 +55,23 @@ pub fn propagate(rb: RequestBuilder) -> RequestBuilder {
             }
         }
         None => rb,
+    }
+}
+
+/// The same for a request's own headers.
+pub fn propagate_headers(headers: &mut HeaderMap) {
+    let Some(span) = Scope::current_span() else {
+        return;
+    };
+    if let Ok(v) = HeaderValue::try_from(span.traceparent()) {
+        headers.insert("traceparent", v);
+    }
+    if let Some(v) = span
+        .state
+        .as_deref()
+        .and_then(|s| HeaderValue::try_from(s).ok())
+    {
+        headers.insert("tracestate", v);
     }
 }
 

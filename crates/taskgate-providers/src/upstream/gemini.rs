@@ -42,11 +42,11 @@ impl Gemini {
             answer.absorb(&v, None);
             return answer.finish(input, model);
         }
-        let path = format!("/v1beta/models/{}:streamGenerateContent", segment(model));
-        let rb = conn
-            .json(Method::POST, &path, body)
-            .query(&[("alt", "sse")]);
-        let resp = conn.send(rb).await?;
+        let path = format!(
+            "/v1beta/models/{}:streamGenerateContent?alt=sse",
+            segment(model)
+        );
+        let resp = conn.send(conn.json(Method::POST, &path, body)).await?;
         let mut answer = chat::Answer::default();
         let ctx = &mut *call.ctx;
         read_sse(conn, resp, |event| {

@@ -76,11 +76,11 @@ impl Generic {
         };
         let cancel = match &job.cancel_path {
             // Empty, unless the provider takes fields in every body.
-            Some(p) if !self.conn.body.is_empty() => Some(self.conn.json(
+            Some(p) if !self.conn.body.is_empty() => Some(self.conn.built(self.conn.json(
                 cancel_method,
                 &path(p, cx)?,
                 Value::Object(Map::new()),
-            )),
+            ))),
             Some(p) => Some(self.conn.request(cancel_method, &path(p, cx)?).body("")),
             None => None,
         };
@@ -174,11 +174,7 @@ impl Generic {
     async fn get_json(&self, path: &str, pause: Duration) -> Result<Value, UpstreamError> {
         let mut failures = 0;
         loop {
-            match self
-                .conn
-                .send_json(self.conn.request(Method::GET, path))
-                .await
-            {
+            match self.conn.send_json(self.conn.api(Method::GET, path)).await {
                 Err(e) if e.class == Class::Retry && failures < POLL_RETRIES => {
                     failures += 1;
                     tracing::debug!(provider = %self.conn.name, error = %self.conn.scrub(&e.message), "job poll failed, retrying");
@@ -220,7 +216,7 @@ impl Adapter for Generic {
                 self.conn
                     .json(method.clone(), &path, Value::Object(Map::new()))
             }
-            _ => self.conn.request(method.clone(), &path),
+            _ => self.conn.api(method.clone(), &path),
         };
         cx["response"] = self.conn.send_json(rb).await?;
         if let Some(job) = &http.job {

@@ -1,24 +1,79 @@
 //! What every adapter shares: the connection to one provider and sending a
-//! request (here); classifying a failure and reading `Retry-After`
-//! (`error`); reading and building bodies (`body`); decoding SSE (`sse`).
+//! request (here); the two clients a request leaves by (`client`);
+//! classifying a failure and reading `Retry-After` (`error`); reading and
+//! building bodies (`body`); decoding SSE (`sse`).
 
 mod body;
+mod client;
 mod error;
 mod sse;
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
 use parking_lot::Mutex;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Method, RequestBuilder, Response, Url};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use reqwest::{Method, RequestBuilder, Url};
 use serde_json::Value;
 
 use super::config::{Protocol, ProviderConfig, Secret};
 use super::redact::Redactor;
 use body::read_limited;
 pub(crate) use body::{is_json, merge_options};
+pub(crate) use client::{
+    Answer, CONNECT_TIMEOUT, JsonClient, POOL_IDLE_TIMEOUT, direct, json_client, tls_config,
+};
 pub(crate) use error::{Class, UpstreamError, error_message};
 pub(crate) use sse::read_sse;
+
+/// The `User-Agent` of every request to a provider.
+pub(crate) const AGENT: &str = concat!("taskgate/", env!("CARGO_PKG_VERSION"));
+
+/// A request an adapter makes of its provider's API: JSON in (or nothing),
+/// an answer out. Sent by the JSON client when the provider allows it.
+pub(crate) struct ApiRequest {
+    method: Method,
+    /// Under the base URL, with any query of its own.
+    path: String,
+    /// Added to the provider's own headers.
+    headers: Vec<(&'static str, &'static str)>,
+    body: Option<Value>,
+}
+
+impl ApiRequest {
+    pub fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+/// What [`Conn::send`] sends: a request of the API, or one built on
+/// reqwest's builder (a multipart upload, a generic API's own).
+pub(crate) enum Outgoing {
+    Api(ApiRequest),
+    Built(RequestBuilder),
+}
+
+impl From<ApiRequest> for Outgoing {
+    fn from(r: ApiRequest) -> Self {
+        Self::Api(r)
+    }
+}
+
+impl From<RequestBuilder> for Outgoing {
+    fn from(rb: RequestBuilder) -> Self {
+        Self::Built(rb)
+    }
+}
+
+/// A path's URL as the provider's requests use it: under the base URL,
+/// with the configured query; and the same as hyper's `Uri`, when it is one.
+#[derive(Clone)]
+struct Located {
+    url: Url,
+    uri: Option<hyper::Uri>,
+}
 
 /// One provider as configured: where it is and how to sign requests.
 pub(crate) struct Conn {
@@ -26,6 +81,9 @@ pub(crate) struct Conn {
     pub protocol: Protocol,
     pub base_url: String,
     pub client: reqwest::Client,
+    /// The client of [`ApiRequest`]s; `None` when the environment's proxy
+    /// settings send this provider's requests through a proxy.
+    pub json_client: Option<JsonClient>,
     pub headers: HeaderMap,
     pub query: Vec<(String, String)>,
     /// Fields added to every request body (JSON or multipart).
@@ -39,7 +97,7 @@ pub(crate) struct Conn {
     /// The last path asked for and its URL, parsed: a provider's calls
     /// mostly go to one path, and parsing the URL again took 6.2k
     /// instructions of every call (bench/RESULTS.md, fourth session).
-    last_url: Mutex<Option<(String, Url)>>,
+    last_url: Mutex<Option<(String, Located)>>,
 }
 
 impl Conn {
@@ -102,6 +160,7 @@ impl Conn {
             protocol: cfg.protocol,
             base_url,
             client,
+            json_client: None,
             headers,
             query: cfg
                 .query
@@ -130,45 +189,75 @@ impl Conn {
         })
     }
 
-    /// A request to `path` under the base URL, signed, with the extra query.
+    /// A request to `path` under the base URL, signed, with the extra
+    /// query, on reqwest's builder.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let rb = match self.url(path) {
-            Some(url) => self.client.request(method, url),
+        let rb = match self.locate(path) {
+            Some(at) => self.client.request(method, at.url),
             // Not a URL: the client says why when the request is sent.
             None => self
                 .client
-                .request(method, format!("{}{}", self.base_url, path)),
+                .request(method, format!("{}{}", self.base_url, path))
+                .query(&self.query),
         };
-        let mut rb = rb.headers(self.headers.clone());
-        if !self.query.is_empty() {
-            rb = rb.query(&self.query);
-        }
-        rb
+        rb.headers(self.headers.clone())
     }
 
-    /// The base URL and `path` joined, parsed as the client would parse
-    /// the text; `None` if it is not a URL.
-    fn url(&self, path: &str) -> Option<Url> {
+    /// The base URL and `path` joined and the configured query added,
+    /// parsed as reqwest would parse the text; `None` if it is not a URL.
+    fn locate(&self, path: &str) -> Option<Located> {
         let mut last = self.last_url.lock();
-        if let Some((p, url)) = &*last
+        if let Some((p, at)) = &*last
             && p == path
         {
-            return Some(url.clone());
+            return Some(at.clone());
         }
-        let url = Url::parse(&format!("{}{}", self.base_url, path)).ok()?;
-        *last = Some((path.to_owned(), url.clone()));
-        Some(url)
+        let mut url = Url::parse(&format!("{}{}", self.base_url, path)).ok()?;
+        if !self.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(&self.query);
+        }
+        let uri = url.as_str().parse::<hyper::Uri>().ok();
+        let at = Located { url, uri };
+        *last = Some((path.to_owned(), at.clone()));
+        Some(at)
     }
 
     /// A request with a JSON body: `body` and the configured body fields,
     /// which replace any field of the same name.
-    pub fn json(&self, method: Method, path: &str, mut body: Value) -> RequestBuilder {
+    pub fn json(&self, method: Method, path: &str, mut body: Value) -> ApiRequest {
         if let Value::Object(fields) = &mut body {
             for (k, v) in &self.body {
                 fields.insert(k.clone(), Value::String(v.clone()));
             }
         }
-        self.request(method, path).json(&body)
+        ApiRequest {
+            method,
+            path: path.to_owned(),
+            headers: Vec::new(),
+            body: Some(body),
+        }
+    }
+
+    /// A request without a body.
+    pub fn api(&self, method: Method, path: &str) -> ApiRequest {
+        ApiRequest {
+            method,
+            path: path.to_owned(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// `r` on reqwest's builder.
+    pub fn built(&self, r: ApiRequest) -> RequestBuilder {
+        let mut rb = self.request(r.method, &r.path);
+        for (k, v) in r.headers {
+            rb = rb.header(k, v);
+        }
+        match &r.body {
+            Some(body) => rb.json(body),
+            None => rb,
+        }
     }
 
     /// A multipart form with the configured body fields added.
@@ -179,32 +268,73 @@ impl Conn {
         form
     }
 
-    /// Sends a request and returns the response if its status is a success;
+    /// Sends a request and returns the answer if its status is a success;
     /// any failure is classified for the retry loop.
-    pub async fn send(&self, rb: RequestBuilder) -> Result<Response, UpstreamError> {
-        let resp = self
-            .redactor
-            .send(rb)
-            .await
-            .map_err(|e| self.transport_error(e))?;
-        if resp.status().is_success() {
-            return Ok(resp);
+    pub async fn send(&self, request: impl Into<Outgoing>) -> Result<Answer, UpstreamError> {
+        let answer = match request.into() {
+            Outgoing::Api(r) => match (&self.json_client, self.locate(&r.path)) {
+                (Some(client), Some(Located { uri: Some(uri), .. })) => {
+                    let request = self.hyper_request(r, uri)?;
+                    self.redactor
+                        .send_json(client, request)
+                        .await
+                        .map(Answer::Json)
+                }
+                _ => self.redactor.send(self.built(r)).await.map(Answer::Reqwest),
+            },
+            Outgoing::Built(rb) => self.redactor.send(rb).await.map(Answer::Reqwest),
         }
-        Err(self.status_error(resp).await)
+        .map_err(|e| self.transport_error(e))?;
+        if answer.status().is_success() {
+            return Ok(answer);
+        }
+        Err(self.status_error(answer).await)
+    }
+
+    /// `r` as the JSON client sends it: the headers reqwest would send (its
+    /// `Accept` and `User-Agent`, unless the provider's own replace them),
+    /// and the JSON body with its type.
+    fn hyper_request(
+        &self,
+        r: ApiRequest,
+        uri: hyper::Uri,
+    ) -> Result<hyper::Request<Full<Bytes>>, UpstreamError> {
+        let body = match &r.body {
+            Some(v) => serde_json::to_vec(v).map_err(|_| {
+                UpstreamError::invalid("The request's body could not be written as JSON.")
+            })?,
+            None => Vec::new(),
+        };
+        let mut request = hyper::Request::new(Full::new(Bytes::from(body)));
+        *request.method_mut() = r.method;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        headers.insert(USER_AGENT, HeaderValue::from_static(AGENT));
+        for (k, v) in &self.headers {
+            headers.insert(k.clone(), v.clone());
+        }
+        if r.body.is_some() && !headers.contains_key(CONTENT_TYPE) {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        for (k, v) in r.headers {
+            headers.append(k, HeaderValue::from_static(v));
+        }
+        Ok(request)
     }
 
     /// Sends a request and reads its JSON body.
-    pub async fn send_json(&self, rb: RequestBuilder) -> Result<Value, UpstreamError> {
-        let resp = self.send(rb).await?;
-        self.read_json(resp).await
+    pub async fn send_json(&self, request: impl Into<Outgoing>) -> Result<Value, UpstreamError> {
+        let answer = self.send(request).await?;
+        self.read_json(answer).await
     }
 
     /// Reads a successful answer's JSON body.
-    pub async fn read_json(&self, resp: Response) -> Result<Value, UpstreamError> {
-        let status = resp.status().as_u16();
-        let body = read_limited(resp)
+    pub async fn read_json(&self, answer: Answer) -> Result<Value, UpstreamError> {
+        let status = answer.status().as_u16();
+        let body = read_limited(answer, &self.redactor)
             .await
-            .map_err(|e| self.transport_error(self.redactor.transport(&e)))?;
+            .map_err(|e| self.transport_error(e))?;
         serde_json::from_slice(&body).map_err(|_| {
             UpstreamError::invalid(format!(
                 "{} answered with a body that is not JSON",
@@ -277,21 +407,67 @@ mod tests {
         assert!(bad.request(Method::GET, ":99999999/x").build().is_err());
     }
 
+    #[tokio::test]
+    async fn either_client_sends_the_same_request_over_tls() {
+        use crate::upstream::testutil::{Fake, Reply, test_ca};
+        let (fake, base) = Fake::serve_tls(Vec::new()).await;
+        fake.always(Reply::Json(200, json!({"ok": true})));
+        let mut cfg = crate::upstream::testutil::provider(Protocol::Anthropic, &base);
+        cfg.query.insert("key".to_owned(), Secret::new("q v&1"));
+        cfg.headers.insert("x-extra".to_owned(), Secret::new("h1"));
+        let tls = tls_config(&[test_ca()]).unwrap();
+        let reqwest = reqwest::Client::builder()
+            .use_preconfigured_tls(tls.clone())
+            .user_agent(AGENT)
+            .http1_only()
+            .build()
+            .unwrap();
+        let mut conn = Conn::new("p", &cfg, Some("sk-1234".to_owned()), None, reqwest).unwrap();
+        let request = |conn: &Conn| {
+            conn.json(
+                Method::POST,
+                "/v1/messages?beta=true",
+                json!({"model": "m"}),
+            )
+            .header("anthropic-version", "2023-06-01")
+        };
+        let answer = conn.send(request(&conn)).await.unwrap();
+        assert!(matches!(answer, Answer::Reqwest(_)));
+        assert_eq!(conn.read_json(answer).await.unwrap(), json!({"ok": true}));
+        conn.json_client = Some(json_client(tls));
+        for _ in 0..2 {
+            let answer = conn.send(request(&conn)).await.unwrap();
+            assert!(matches!(answer, Answer::Json(_)));
+            assert_eq!(conn.read_json(answer).await.unwrap(), json!({"ok": true}));
+        }
+        let (by_reqwest, by_hyper) = (fake.raw(0), fake.raw(1));
+        assert_eq!(by_reqwest.0, "/v1/messages?beta=true&key=q+v%261");
+        assert_eq!(by_hyper.0, by_reqwest.0);
+        assert_eq!(by_hyper.1, by_reqwest.1);
+        assert_eq!(by_hyper.2, by_reqwest.2);
+        assert_eq!(by_hyper.1["x-api-key"], "sk-1234");
+        assert_eq!(by_hyper.1["x-extra"], "h1");
+        assert_eq!(by_hyper.1["anthropic-version"], "2023-06-01");
+        assert_eq!(by_hyper.1["user-agent"], AGENT);
+        assert_eq!(by_hyper.1["content-type"], "application/json");
+        assert_eq!(
+            fake.raw(2).1,
+            by_hyper.1,
+            "the second on its kept connection"
+        );
+    }
+
     #[test]
     fn the_providers_body_fields_are_in_every_body_and_win() {
         let mut cfg = super::super::testutil::provider(Protocol::Openai, "http://127.0.0.1:9");
         cfg.body = [("account_token".to_owned(), Secret::new("tok-1234"))].into();
         let conn = Conn::new("p", &cfg, None, None, reqwest::Client::new()).unwrap();
-        let request = conn
-            .json(
-                Method::POST,
-                "/x",
-                json!({"account_token": "the client's", "model": "m"}),
-            )
-            .build()
-            .unwrap();
-        let body: Value =
-            serde_json::from_slice(request.body().unwrap().as_bytes().unwrap()).unwrap();
+        let request = conn.json(
+            Method::POST,
+            "/x",
+            json!({"account_token": "the client's", "model": "m"}),
+        );
+        let body = request.body.clone().unwrap();
         assert_eq!(body, json!({"account_token": "tok-1234", "model": "m"}));
         assert_eq!(conn.scrub("echo: tok-1234"), "echo: ***");
     }

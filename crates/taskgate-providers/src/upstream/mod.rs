@@ -104,6 +104,12 @@ pub struct Upstream {
     routes: HashMap<String, Route>,
     breakers: HashMap<String, Arc<Breaker>>,
     fetcher: Fetcher,
+    /// The TLS of every provider's clients.
+    tls: rustls::ClientConfig,
+    /// The environment's proxies, read when the process started, as reqwest
+    /// reads them: a provider they send through a proxy is reached by
+    /// reqwest alone.
+    proxies: hyper_util::client::proxy::matcher::Matcher,
 }
 
 impl Upstream {
@@ -114,7 +120,16 @@ impl Upstream {
             routes: HashMap::new(),
             breakers: HashMap::new(),
             fetcher: Fetcher::new(fetch)?,
+            tls: http::tls_config(&[])?,
+            proxies: hyper_util::client::proxy::matcher::Matcher::from_system(),
         })
+    }
+
+    /// Trusts `root` too in the TLS of the providers added from now on
+    /// (a test's own certificate authority).
+    #[cfg(test)]
+    pub(crate) fn trust(&mut self, root: rustls::pki_types::CertificateDer<'static>) {
+        self.tls = http::tls_config(&[root]).unwrap();
     }
 
     /// Adds a provider; `api_key` is its resolved credential.
@@ -125,10 +140,10 @@ impl Upstream {
         api_key: Option<String>,
     ) -> Result<(), String> {
         let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(60))
+            .connect_timeout(http::CONNECT_TIMEOUT)
+            .pool_idle_timeout(http::POOL_IDLE_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("taskgate/", env!("CARGO_PKG_VERSION")))
+            .user_agent(http::AGENT)
             // HTTP/1.1, as before the client could speak HTTP/2 (built in for
             // OTLP/gRPC): what the benchmarks measured; HTTP/2 to providers
             // would be a change of its own.
@@ -138,33 +153,24 @@ impl Upstream {
             // every request (headers, URL, body) in case it would. Taskgate
             // retries a provider's attempts itself (`max_retries`).
             .retry(reqwest::retry::never().max_retries_per_request(0))
+            .use_preconfigured_tls(self.tls.clone())
             .build()
             .map_err(|e| format!("providers.{name}: {e}"))?;
+        let default_base = match cfg.protocol {
+            Protocol::Openai => Some(openai::DEFAULT_BASE_URL),
+            Protocol::Anthropic => Some(anthropic::DEFAULT_BASE_URL),
+            Protocol::Gemini => Some(gemini::DEFAULT_BASE_URL),
+            Protocol::Http => None,
+        };
+        let mut conn = Conn::new(name, cfg, api_key, default_base, client)?;
+        if http::direct(&conn.base_url, &self.proxies) {
+            conn.json_client = Some(http::json_client(self.tls.clone()));
+        }
         let adapter: Arc<dyn Adapter> = match cfg.protocol {
-            Protocol::Openai => Arc::new(openai::OpenAi::new(Conn::new(
-                name,
-                cfg,
-                api_key,
-                Some(openai::DEFAULT_BASE_URL),
-                client,
-            )?)),
-            Protocol::Anthropic => Arc::new(anthropic::Anthropic::new(Conn::new(
-                name,
-                cfg,
-                api_key,
-                Some(anthropic::DEFAULT_BASE_URL),
-                client,
-            )?)),
-            Protocol::Gemini => Arc::new(gemini::Gemini::new(Conn::new(
-                name,
-                cfg,
-                api_key,
-                Some(gemini::DEFAULT_BASE_URL),
-                client,
-            )?)),
-            Protocol::Http => Arc::new(generic::Generic::new(Conn::new(
-                name, cfg, api_key, None, client,
-            )?)),
+            Protocol::Openai => Arc::new(openai::OpenAi::new(conn)),
+            Protocol::Anthropic => Arc::new(anthropic::Anthropic::new(conn)),
+            Protocol::Gemini => Arc::new(gemini::Gemini::new(conn)),
+            Protocol::Http => Arc::new(generic::Generic::new(conn)),
         };
         self.breaker_settings.insert(
             name.to_owned(),

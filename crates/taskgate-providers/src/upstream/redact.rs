@@ -7,9 +7,10 @@
 //! the request in its error message. So every such text passes through one
 //! [`Redactor`] before it is written anywhere:
 //!
-//! - a request to a provider is sent only by [`Redactor::send`] (clippy's
-//!   `disallowed-methods` refuses `RequestBuilder::send` elsewhere), whose
-//!   error carries its text already redacted and no URL;
+//! - a request to a provider is sent only by [`Redactor::send`] or
+//!   [`Redactor::send_json`] (clippy's `disallowed-methods` refuses
+//!   `RequestBuilder::send` and hyper-util's `Client::request` elsewhere),
+//!   whose error carries its text already redacted and no URL;
 //! - an error leaving an adapter has its message redacted by the route loop
 //!   (`Conn::redacted`), whatever path made it;
 //! - a response body error met while reading goes through
@@ -21,7 +22,12 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
 use reqwest::{RequestBuilder, Response};
+
+use crate::upstream::http::JsonClient;
 
 /// What replaces a credential.
 const MASK: &str = "***";
@@ -83,13 +89,36 @@ impl Redactor {
             let _ = shown.set_username("");
             text = text.replace(url.as_str(), shown.as_str());
         }
-        let mut cause = std::error::Error::source(e);
-        while let Some(c) = cause {
-            text.push_str(": ");
-            text.push_str(&c.to_string());
-            cause = c.source();
+        self.scrub(&with_causes(text, e))
+    }
+
+    /// Sends a JSON request by hyper-util's client ([`JsonClient`]): the
+    /// other way a request leaves for a provider. Its errors name no URL;
+    /// their text is redacted all the same.
+    pub async fn send_json(
+        &self,
+        client: &JsonClient,
+        mut request: hyper::Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<Incoming>, Transport> {
+        crate::trace::propagate_headers(request.headers_mut());
+        #[allow(clippy::disallowed_methods)] // the one place allowed
+        let sent = client.request(request).await;
+        sent.map_err(|e| Transport {
+            what: if e.is_connect() {
+                "cannot connect to"
+            } else {
+                "failed to reach"
+            },
+            detail: self.scrub(&with_causes(e.to_string(), &e)),
+        })
+    }
+
+    /// A JSON answer's body broken off while it was read.
+    pub fn broken_answer(&self, e: &hyper::Error) -> Transport {
+        Transport {
+            what: "broke off the answer from",
+            detail: self.scrub(&with_causes(e.to_string(), e)),
         }
-        self.scrub(&text)
     }
 
     /// Sends a request to the provider: the one way a request leaves for a
@@ -124,6 +153,17 @@ impl Redactor {
 pub(crate) struct Transport {
     pub what: &'static str,
     pub detail: String,
+}
+
+/// `text` followed by the text of each of `e`'s causes.
+fn with_causes(mut text: String, e: &dyn std::error::Error) -> String {
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Every byte but ASCII letters and digits as `%XX` (upper case): the most
@@ -198,5 +238,21 @@ mod tests {
         assert!(!e.detail.contains("SECRET"), "{}", e.detail);
         assert!(!e.detail.contains("key="), "{}", e.detail);
         assert!(e.detail.contains("127.0.0.1:9/v1/x"), "{}", e.detail);
+    }
+
+    #[tokio::test]
+    async fn a_json_client_error_shows_no_credential() {
+        let secret = "q-SECRET-9f8e";
+        let r = Redactor::new([secret]);
+        let client =
+            crate::upstream::http::json_client(crate::upstream::http::tls_config(&[]).unwrap());
+        let mut request = hyper::Request::new(Full::new(Bytes::from_static(b"{}")));
+        *request.uri_mut() = format!("http://127.0.0.1:9/v1/x?key={secret}")
+            .parse()
+            .unwrap();
+        let e = r.send_json(&client, request).await.unwrap_err();
+        assert_eq!(e.what, "cannot connect to");
+        assert!(!e.detail.contains("SECRET"), "{}", e.detail);
+        assert!(e.detail.contains("refused"), "{}", e.detail);
     }
 }

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use serde_json::{Value, json};
 
 use super::config::Protocol;
-use super::testutil::{Fake, Reply, provider, route, run, serve, upstream};
+use super::testutil::{Fake, Reply, provider, route, run, serve, upstream, upstream_trusting};
 use super::*;
 use crate::{ApiStatus, Piece};
 
@@ -113,6 +113,41 @@ async fn chat_request_and_answer_are_normalized() {
     assert_eq!(ctx.attempts().len(), 1);
     assert_eq!(ctx.attempts()[0].outcome.as_str(), "succeeded");
     assert_eq!(ctx.attempts()[0].target, "gpt-4o-mini");
+}
+
+#[tokio::test]
+async fn a_provider_over_tls_is_reached_and_an_untrusted_one_refused() {
+    let (fake, base) = Fake::serve_tls(vec![
+        ok_chat("Hello there"),
+        Reply::Sse(sse_chunks(&["Hel", "lo"])),
+    ])
+    .await;
+    let base = format!("{base}/v1");
+    let routes = || {
+        vec![
+            route("chat", Kind::Chat, &[&[("whole", "gpt-4o-mini")]]),
+            route("streamed", Kind::Chat, &[&[("sse", "gpt-4o-mini")]]),
+        ]
+    };
+    let providers = [
+        ("whole", no_stream(&base)),
+        ("sse", provider(Protocol::Openai, &base)),
+    ];
+    let u = upstream_trusting(&providers, routes());
+    let (r, _) = run(&u, "chat", chat_input()).await;
+    assert_eq!(r.unwrap().output["text"], "Hello there");
+    let (r, _) = run(&u, "streamed", chat_input()).await;
+    assert_eq!(r.unwrap().output["text"], "Hello");
+    assert_eq!(fake.requests(), 2);
+    assert_eq!(fake.raw(1).0, "/v1/chat/completions");
+    // Mozilla's roots alone do not trust the test authority: refused at
+    // the handshake, nothing sent, said plainly.
+    let u = upstream(&providers, routes());
+    let (r, ctx) = run(&u, "chat", chat_input()).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.message, "Taskgate cannot connect to the provider whole.");
+    assert_eq!(ctx.attempts().len(), 3, "a connect failure is retried");
+    assert_eq!(fake.requests(), 2);
 }
 
 /// A chat on a streaming OpenAI provider answering `reply`: the fake, the

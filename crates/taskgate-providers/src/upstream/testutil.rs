@@ -10,6 +10,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use serde_json::Value;
 
@@ -92,11 +94,30 @@ pub(crate) fn http_route(slug: &str, kind: Kind, provider: &str, http: HttpApiCo
 /// An [`Upstream`] with `providers` (with their keys) and `routes`. Fetches
 /// may reach loopback (`127.0.0.0/8`), where test fakes live.
 pub(crate) fn upstream(providers: &[(&str, ProviderConfig)], routes: Vec<Route>) -> Upstream {
+    upstream_with(providers, routes, None)
+}
+
+/// Same, trusting the test authority ([`test_ca`]) over TLS.
+pub(crate) fn upstream_trusting(
+    providers: &[(&str, ProviderConfig)],
+    routes: Vec<Route>,
+) -> Upstream {
+    upstream_with(providers, routes, Some(test_ca()))
+}
+
+fn upstream_with(
+    providers: &[(&str, ProviderConfig)],
+    routes: Vec<Route>,
+    root: Option<CertificateDer<'static>>,
+) -> Upstream {
     let policy = FetchPolicy {
         allow: vec![super::fetch::Cidr::parse("127.0.0.0/8").unwrap()],
         ..FetchPolicy::default()
     };
     let mut u = Upstream::new(policy).unwrap();
+    if let Some(root) = root {
+        u.trust(root);
+    }
     for (name, cfg) in providers {
         let key = cfg.api_key.as_ref().map(|k| k.expose().to_owned());
         u.add_provider(name, cfg, key).unwrap();
@@ -234,6 +255,38 @@ impl Fake {
         (fake, base)
     }
 
+    /// Same, over TLS: `https://127.0.0.1:PORT`, with a certificate for
+    /// 127.0.0.1 signed by the test authority ([`test_ca`]).
+    pub(crate) async fn serve_tls(replies: Vec<Reply>) -> (Self, String) {
+        let fake = Fake::default();
+        fake.script.lock().extend(replies);
+        let router = axum::Router::new()
+            .fallback(fake_handle)
+            .with_state(fake.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config()));
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, router) = (acceptor.clone(), router.clone());
+                tokio::spawn(async move {
+                    // A client that does not trust the certificate leaves
+                    // during the handshake.
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(
+                            hyper_util::rt::TokioIo::new(tls),
+                            hyper_util::service::TowerToHyperService::new(router),
+                        )
+                        .await;
+                });
+            }
+        });
+        (fake, format!("https://127.0.0.1:{port}"))
+    }
+
     /// Same, with OpenAI's base URL (`…/v1`).
     pub(crate) async fn start(replies: Vec<Reply>) -> (Self, String) {
         let (fake, base) = Self::serve(replies).await;
@@ -267,6 +320,29 @@ impl Fake {
     pub(crate) fn requests(&self) -> usize {
         self.log.lock().len()
     }
+}
+
+/// The certificate of the test authority that signed the fake's over TLS
+/// (`testdata/`; made for these tests alone, valid until 2126).
+pub(crate) fn test_ca() -> CertificateDer<'static> {
+    CertificateDer::from_pem_slice(include_bytes!("testdata/test-ca.pem")).unwrap()
+}
+
+/// The fake's TLS: the certificate for 127.0.0.1 and `localhost`.
+fn tls_server_config() -> rustls::ServerConfig {
+    let chain =
+        vec![CertificateDer::from_pem_slice(include_bytes!("testdata/localhost.pem")).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(include_bytes!("testdata/localhost.key")).unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
 }
 
 /// An execution context whose streamed text is collected.

@@ -2,18 +2,21 @@
 //! parts of a request body every adapter builds the same way.
 
 use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
-use reqwest::Response;
 use serde_json::Value;
+
+use super::Answer;
+use crate::upstream::redact::{Redactor, Transport};
 
 /// Largest upstream response body read into memory.
 pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Reads a body, refusing more than [`MAX_RESPONSE_BYTES`].
-pub(crate) async fn read_limited(resp: Response) -> Result<Bytes, reqwest::Error> {
-    let mut stream = resp.bytes_stream();
+pub(crate) async fn read_limited(
+    mut answer: Answer,
+    redactor: &Redactor,
+) -> Result<Bytes, Transport> {
     let mut buf = BytesMut::new();
-    while let Some(chunk) = stream.next().await {
+    while let Some(chunk) = answer.chunk(redactor).await {
         let chunk = chunk?;
         if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
             break;
@@ -45,8 +48,9 @@ pub(crate) fn merge_options(body: &mut Value, options: Option<&Value>) {
 
 /// Whether an answer says its body is JSON (`application/json`, or a
 /// `+json` type), whatever was asked for.
-pub fn is_json(resp: &Response) -> bool {
-    resp.headers()
+pub fn is_json(answer: &Answer) -> bool {
+    answer
+        .headers()
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
+use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
-use reqwest::{Response, StatusCode};
 use serde_json::Value;
 use taskgate_core::task::error_code;
 
-use super::Conn;
 use super::body::read_limited;
+use super::{Answer, Conn};
 use crate::upstream::redact::Transport;
 
 /// The longest message of a provider's quoted in a task's error, in characters.
@@ -33,10 +33,12 @@ impl Conn {
 
     /// Classifies an unsuccessful answer, with the provider's own message
     /// where it is safe to show.
-    pub async fn status_error(&self, resp: Response) -> UpstreamError {
-        let status = resp.status();
-        let retry_after = retry_after(resp.headers());
-        let body = read_limited(resp).await.unwrap_or_default();
+    pub async fn status_error(&self, answer: Answer) -> UpstreamError {
+        let status = answer.status();
+        let retry_after = retry_after(answer.headers());
+        let body = read_limited(answer, &self.redactor)
+            .await
+            .unwrap_or_default();
         let upstream_message = serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| error_message(&v));

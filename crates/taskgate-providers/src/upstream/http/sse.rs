@@ -1,10 +1,7 @@
 //! Server-Sent Events: decoding a stream of bytes into events, and reading
 //! a streamed answer to its end.
 
-use futures_util::StreamExt;
-use reqwest::Response;
-
-use super::{Conn, UpstreamError};
+use super::{Answer, Conn, UpstreamError};
 
 /// One Server-Sent Event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -79,13 +76,12 @@ impl SseDecoder {
 /// returns `false` to stop reading.
 pub(crate) async fn read_sse(
     conn: &Conn,
-    resp: Response,
+    mut answer: Answer,
     mut on_event: impl FnMut(SseEvent) -> Result<bool, UpstreamError>,
 ) -> Result<(), UpstreamError> {
     let mut decoder = SseDecoder::default();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| conn.transport_error(conn.redactor.transport(&e)))?;
+    while let Some(chunk) = answer.chunk(&conn.redactor).await {
+        let chunk = chunk.map_err(|e| conn.transport_error(e))?;
         for event in decoder.feed(&chunk) {
             if !on_event(event)? {
                 return Ok(());
