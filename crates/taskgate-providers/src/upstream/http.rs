@@ -69,7 +69,6 @@ impl From<RequestBuilder> for Outgoing {
 
 /// A path's URL as the provider's requests use it: under the base URL,
 /// with the configured query; and the same as hyper's `Uri`, when it is one.
-#[derive(Clone)]
 struct Located {
     url: Url,
     uri: Option<hyper::Uri>,
@@ -192,8 +191,8 @@ impl Conn {
     /// A request to `path` under the base URL, signed, with the extra
     /// query, on reqwest's builder.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let rb = match self.locate(path) {
-            Some(at) => self.client.request(method, at.url),
+        let rb = match self.locate(path, |at| at.url.clone()) {
+            Some(url) => self.client.request(method, url),
             // Not a URL: the client says why when the request is sent.
             None => self
                 .client
@@ -203,14 +202,15 @@ impl Conn {
         rb.headers(self.headers.clone())
     }
 
-    /// The base URL and `path` joined and the configured query added,
-    /// parsed as reqwest would parse the text; `None` if it is not a URL.
-    fn locate(&self, path: &str) -> Option<Located> {
+    /// `take` of the base URL and `path` joined with the configured query
+    /// added, parsed as reqwest would parse the text; `None` if it is not
+    /// a URL.
+    fn locate<T>(&self, path: &str, take: impl FnOnce(&Located) -> T) -> Option<T> {
         let mut last = self.last_url.lock();
         if let Some((p, at)) = &*last
             && p == path
         {
-            return Some(at.clone());
+            return Some(take(at));
         }
         let mut url = Url::parse(&format!("{}{}", self.base_url, path)).ok()?;
         if !self.query.is_empty() {
@@ -218,8 +218,9 @@ impl Conn {
         }
         let uri = url.as_str().parse::<hyper::Uri>().ok();
         let at = Located { url, uri };
-        *last = Some((path.to_owned(), at.clone()));
-        Some(at)
+        let taken = take(&at);
+        *last = Some((path.to_owned(), at));
+        Some(taken)
     }
 
     /// A request with a JSON body: `body` and the configured body fields,
@@ -272,16 +273,18 @@ impl Conn {
     /// any failure is classified for the retry loop.
     pub async fn send(&self, request: impl Into<Outgoing>) -> Result<Answer, UpstreamError> {
         let answer = match request.into() {
-            Outgoing::Api(r) => match (&self.json_client, self.locate(&r.path)) {
-                (Some(client), Some(Located { uri: Some(uri), .. })) => {
-                    let request = self.hyper_request(r, uri)?;
-                    self.redactor
-                        .send_json(client, request)
-                        .await
-                        .map(Answer::Json)
+            Outgoing::Api(r) => {
+                match (&self.json_client, self.locate(&r.path, |at| at.uri.clone())) {
+                    (Some(client), Some(Some(uri))) => {
+                        let request = self.hyper_request(r, uri)?;
+                        self.redactor
+                            .send_json(client, request)
+                            .await
+                            .map(Answer::Json)
+                    }
+                    _ => self.redactor.send(self.built(r)).await.map(Answer::Reqwest),
                 }
-                _ => self.redactor.send(self.built(r)).await.map(Answer::Reqwest),
-            },
+            }
             Outgoing::Built(rb) => self.redactor.send(rb).await.map(Answer::Reqwest),
         }
         .map_err(|e| self.transport_error(e))?;
