@@ -24,6 +24,7 @@ wrk's. Needs nginx (apt-get install -y nginx-light).
 import argparse
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -129,6 +130,7 @@ def main():
         for p in (fake, nginx):
             if p:
                 compare.stop(p.proc)
+        shutil.rmtree(dir, ignore_errors=True)
 
     rows = {"nginx": percentiles(direct), f"taskgate-{args.store}": percentiles(through)}
     names = [f"p{p * 100:g}" for p in PERCENTILES] + ["max"]

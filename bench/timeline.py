@@ -24,6 +24,7 @@ Needs tcpdump and nginx (apt-get install -y tcpdump nginx-light) and root
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,7 +159,10 @@ def main():
         for p in (fake, nginx):
             if p:
                 compare.stop(p.proc)
-    report(steps(path, target.port, nginx_port, pg_port))
+    try:
+        report(steps(path, target.port, nginx_port, pg_port))
+    finally:
+        shutil.rmtree(dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
