@@ -46,15 +46,12 @@ pub fn response(span: &mut ActiveSpan, output: &Value) {
 /// `rb` with the current span's `traceparent` (and `tracestate`), when the
 /// work is traced.
 pub fn propagate(rb: RequestBuilder) -> RequestBuilder {
-    match Scope::current_span() {
-        Some(span) => {
-            let rb = rb.header("traceparent", span.traceparent());
-            match &span.state {
-                Some(state) => rb.header("tracestate", &**state),
-                None => rb,
-            }
-        }
-        None => rb,
+    let mut headers = HeaderMap::new();
+    propagate_headers(&mut headers);
+    if headers.is_empty() {
+        rb
+    } else {
+        rb.headers(headers)
     }
 }
 

@@ -232,10 +232,8 @@ impl Conn {
             }
         }
         ApiRequest {
-            method,
-            path: path.to_owned(),
-            headers: Vec::new(),
             body: Some(body),
+            ..self.api(method, path)
         }
     }
 
@@ -274,15 +272,21 @@ impl Conn {
     pub async fn send(&self, request: impl Into<Outgoing>) -> Result<Answer, UpstreamError> {
         let answer = match request.into() {
             Outgoing::Api(r) => {
-                match (&self.json_client, self.locate(&r.path, |at| at.uri.clone())) {
-                    (Some(client), Some(Some(uri))) => {
+                // The JSON client, when the provider allows it and the URL
+                // is one hyper takes; else reqwest, which says why not.
+                let direct = self.json_client.as_ref().and_then(|client| {
+                    let uri = self.locate(&r.path, |at| at.uri.clone())??;
+                    Some((client, uri))
+                });
+                match direct {
+                    Some((client, uri)) => {
                         let request = self.hyper_request(r, uri)?;
                         self.redactor
                             .send_json(client, request)
                             .await
                             .map(Answer::Json)
                     }
-                    _ => self.redactor.send(self.built(r)).await.map(Answer::Reqwest),
+                    None => self.redactor.send(self.built(r)).await.map(Answer::Reqwest),
                 }
             }
             Outgoing::Built(rb) => self.redactor.send(rb).await.map(Answer::Reqwest),

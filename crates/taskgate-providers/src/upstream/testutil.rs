@@ -244,25 +244,25 @@ async fn fake_handle(State(f): State<Fake>, uri: Uri, headers: HeaderMap, body: 
 impl Fake {
     /// Serves the fake with `replies`; returns it and its base URL.
     pub(crate) async fn serve(replies: Vec<Reply>) -> (Self, String) {
-        let fake = Fake::default();
-        fake.script.lock().extend(replies);
-        let base = serve(
-            axum::Router::new()
-                .fallback(fake_handle)
-                .with_state(fake.clone()),
-        )
-        .await;
+        let (fake, router) = Self::scripted(replies);
+        let base = serve(router).await;
         (fake, base)
     }
 
-    /// Same, over TLS: `https://127.0.0.1:PORT`, with a certificate for
-    /// 127.0.0.1 signed by the test authority ([`test_ca`]).
-    pub(crate) async fn serve_tls(replies: Vec<Reply>) -> (Self, String) {
+    /// A fake with `replies`, and the router that answers for it.
+    fn scripted(replies: Vec<Reply>) -> (Self, axum::Router) {
         let fake = Fake::default();
         fake.script.lock().extend(replies);
         let router = axum::Router::new()
             .fallback(fake_handle)
             .with_state(fake.clone());
+        (fake, router)
+    }
+
+    /// Same, over TLS: `https://127.0.0.1:PORT`, with a certificate for
+    /// 127.0.0.1 signed by the test authority ([`test_ca`]).
+    pub(crate) async fn serve_tls(replies: Vec<Reply>) -> (Self, String) {
+        let (fake, router) = Self::scripted(replies);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config()));
