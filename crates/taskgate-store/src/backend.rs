@@ -197,4 +197,9 @@ pub(crate) trait HotPath: SqlBackend {
         runner: &taskgate_core::RunnerId,
         outcome: &crate::DeliveryOutcome,
     ) -> StoreResult<bool>;
+
+    /// [`crate::WebhookStore::deliver_fresh_to`]: SQLite's writer holds the
+    /// deliveries it writes for `sink` (`sqlite/handoff.rs`); PostgreSQL
+    /// cannot.
+    fn hot_deliver_fresh_to(&self, sink: std::sync::Arc<dyn crate::DeliverySink>) -> bool;
 }

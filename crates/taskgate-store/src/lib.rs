@@ -54,7 +54,9 @@ pub use taskgate_core::{Attempts, TaskStatus, Transition};
 pub use tasks::{Claim, ClientTasks, TaskEnd, TaskQueue};
 pub use usage::{RequestBucket, RequestCount, RequestStore, TaskCount};
 pub use users::{SessionRecord, SessionStore, UserRecord, UserStore};
-pub use webhooks::{ENQUEUE as ENQUEUE_WEBHOOKS, MAX_ATTEMPTS_KEPT, WebhookStore};
+pub use webhooks::{
+    DeliverySink, Destination, ENQUEUE as ENQUEUE_WEBHOOKS, MAX_ATTEMPTS_KEPT, WebhookStore,
+};
 
 /// The store's traits, for `use taskgate_store::prelude::*`.
 pub mod prelude {

@@ -173,6 +173,62 @@ pub trait WebhookStore: Send + Sync {
     /// Deletes up to `limit` deliveries made before `created_before` (and
     /// calls' webhooks as old); how many deliveries.
     async fn purge_deliveries(&self, created_before: Timestamp, limit: i64) -> StoreResult<u64>;
+    /// From now on, hands the deliveries this process writes to `sink` as
+    /// they commit, held by its sender, so they go out at once without a
+    /// claim ([`DeliverySink`]). False where the store cannot (PostgreSQL:
+    /// several instances share the outbox, and each claims).
+    fn deliver_fresh_to(&self, sink: std::sync::Arc<dyn DeliverySink>) -> bool;
+}
+
+/// This process's webhook sender, as a store sees it: the store holds for it
+/// the deliveries it writes (in the commit of the task's change, as any
+/// delivery) whose destination has a turn free, and hands them over once
+/// that commit is done. What a claim would do, without the claim's
+/// transaction, its reads and its wait for the sender's next round.
+///
+/// A delivery it holds is the sender's as a claimed one is: sent, then its
+/// outcome written by [`WebhookStore::record_delivery`]; one the sender never
+/// sends (it stopped) is claimed again once its lease ends. One whose
+/// destination has no turn free is written unheld, for the claim.
+pub trait DeliverySink: Send + Sync {
+    /// Who holds the deliveries handed over.
+    fn runner(&self) -> &RunnerId;
+    /// Until when a delivery held at `now` is held.
+    fn lease_end(&self, now: Timestamp) -> Timestamp;
+    /// Whether the sender can take any delivery now (a cheap look before
+    /// the write; [`DeliverySink::take_turn`] decides).
+    fn has_room(&self) -> bool;
+    /// Takes a turn of `destination` and of the sender, if both have one free: the delivery just written is
+    /// then held and handed over. Every turn taken comes back through
+    /// [`DeliverySink::committed`] or [`DeliverySink::give_back`].
+    fn take_turn(&self, destination: &Destination) -> bool;
+    /// Deliveries held in a commit that succeeded: to be sent now.
+    fn committed(&self, deliveries: Vec<ClaimedDelivery>);
+    /// Deliveries whose writing was not committed: their turns back.
+    fn give_back(&self, deliveries: Vec<ClaimedDelivery>);
+    /// Deliveries were written unheld (their destinations' turns were
+    /// taken): the claim has work.
+    fn waiting(&self);
+}
+
+/// Where a delivery goes: the claim's `COALESCE(endpoint_id, url)`, whose
+/// turns are counted (`webhooks.max_concurrency_per_endpoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Destination {
+    Endpoint(WebhookEndpointId),
+    /// A call's own webhook.
+    Url(String),
+}
+
+impl WebhookDelivery {
+    /// Its endpoint, or its call's URL; `None` for neither (never written so).
+    pub fn destination(&self) -> Option<Destination> {
+        match (self.endpoint_id, &self.url) {
+            (Some(id), _) => Some(Destination::Endpoint(id)),
+            (None, Some(url)) => Some(Destination::Url(url.clone())),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The deliveries of a task's change, written in the change's commit: one
@@ -222,6 +278,27 @@ pub(crate) const GET_ENDPOINT_BY_ID: &str = concat!(
     endpoint_columns!(),
     " FROM webhook_endpoints WHERE id = $1"
 );
+
+/// What [`ENQUEUE`] finds, for SQLite's writer to write the deliveries one
+/// by one, each held for its sender or not (`sqlite/handoff.rs`): the
+/// enabled endpoints of account `$1` and mode `$2` wanting any of the
+/// events `$3` ...
+pub(crate) const ENDPOINTS_WANTING: &str = concat!(
+    "SELECT ",
+    endpoint_columns!(),
+    " FROM webhook_endpoints WHERE account_id = $1 AND mode = $2 AND disabled IS NULL \
+     AND (events & $3) <> 0"
+);
+
+/// ... and task `$1`'s own webhook: its URL and events.
+pub(crate) const TASK_WEBHOOK: &str = "SELECT url, events FROM task_webhooks WHERE task_id = $1";
+
+/// One delivery of [`ENQUEUE`]'s, pending and due at `$7`, held by `$8`
+/// until `$9` (or by no one): `$1` account, `$2` mode, `$3` event, `$4`
+/// task, `$5` endpoint or `$6` URL.
+pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries (account_id, mode, \
+     event_type, task_id, endpoint_id, url, status, attempts, next_attempt_at, created_at, runner, \
+     lease_until) VALUES ($1, $2, $3, $4, $5, $6, 'pending', '[]', $7, $7, $8, $9)";
 
 macro_rules! delivery_columns {
     () => {
@@ -748,6 +825,14 @@ macro_rules! impl_webhooks {
                 ) -> $crate::StoreResult<bool> {
                     use $crate::backend::HotPath as _;
                     self.hot_record_delivery(claimed, runner, o).await
+                }
+
+                fn deliver_fresh_to(
+                    &self,
+                    sink: std::sync::Arc<dyn $crate::webhooks::DeliverySink>,
+                ) -> bool {
+                    use $crate::backend::HotPath as _;
+                    self.hot_deliver_fresh_to(sink)
                 }
 
                 async fn purge_deliveries(

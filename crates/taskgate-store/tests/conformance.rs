@@ -157,6 +157,8 @@ conformance! {
         tests_and_deletes_and_purges,
         claims_take_turns_per_destination,
         a_claim_reads_what_its_attempt_needs,
+        fresh_deliveries_go_to_the_sender_in_their_commit,
+        deliveries_handed_over_are_the_same_deliveries,
     ],
     audit: [
         every_change_appends_one_chained_event,

@@ -11,16 +11,29 @@
 //! `webhooks.max_concurrency_per_endpoint` deliveries of one destination at
 //! a time, counting those already being sent, so a slow endpoint holds its
 //! own turns only and never delays another's.
+//!
+//! Where the store can (SQLite: one process owns it), the deliveries this
+//! process writes skip the claim: the store holds each for the sender in
+//! the commit that writes it, if its destination and the sender have a
+//! turn free, and hands it over once that commit is done (`Lane`, the
+//! store's `DeliverySink`). It goes out at once, with the task as written
+//! and its endpoint as read in that commit. The claim then only looks when
+//! something is left for it: a delivery written unheld, one due again, one
+//! whose lease ran out.
 
 mod attempt;
 mod payload;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use taskgate_core::{Clock, DeliveryStatus, RunnerId, Timestamp};
 use taskgate_store::{
-    ClaimedDelivery, DeliveryOutcome, Store, TaskRecord, WebhookDelivery, WebhookEndpoint,
+    ClaimedDelivery, DeliveryOutcome, DeliverySink, Destination, Store, TaskRecord,
+    WebhookDelivery, WebhookEndpoint,
 };
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -62,10 +75,13 @@ impl Outbox {
         let sender = Sender {
             client: Client::new(&config, tracer).map_err(anyhow::Error::msg)?,
             store,
+            per_destination: config.max_concurrency_per_endpoint,
             config: Arc::new(config),
             runner,
             clock,
-            slots: Arc::new(Semaphore::new(IN_FLIGHT_AT_MOST)),
+            slots: Semaphore::new(IN_FLIGHT_AT_MOST),
+            turns: Mutex::new(HashMap::new()),
+            backlog: AtomicBool::new(true),
         };
         tokio::spawn(sender.run(outbox.clone(), shutdown));
         Ok(outbox)
@@ -83,14 +99,45 @@ struct Sender {
     config: Arc<WebhooksConfig>,
     runner: RunnerId,
     clock: Clock,
-    slots: Arc<Semaphore>,
+    /// The sender's turns: attempts in flight at most.
+    slots: Semaphore,
+    /// Each destination's turns taken, and how many it has.
+    turns: Mutex<HashMap<Destination, usize>>,
+    per_destination: usize,
+    /// Whether the claim may find deliveries (it found some last time, or
+    /// some were written unheld since): a delivery done then lets the
+    /// claim look again at once.
+    backlog: AtomicBool,
+}
+
+/// A delivery's turns (of its destination, and of the sender), given back
+/// when it is done or abandoned.
+struct Turn {
+    sender: Arc<Sender>,
+    to: Option<Destination>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.sender.give_turn_back(self.to.as_ref());
+    }
 }
 
 impl Sender {
     async fn run(self, outbox: Arc<Outbox>, shutdown: CancellationToken) {
         let me = Arc::new(self);
-        // This instance's previous life's holdings are taken back at once.
+        // This instance's previous life's holdings are taken back at once;
+        // only then does the store hand deliveries over (the reclaim would
+        // take those too).
         let mut reclaim = Some(me.runner.clone());
+        let mut lane = Some(Arc::new(Lane {
+            sender: Arc::downgrade(&me),
+            runner: me.runner.clone(),
+            config: me.config.clone(),
+            outbox: outbox.clone(),
+            shutdown: shutdown.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        }));
         let mut pause = POLL_EVERY;
         loop {
             let free = me.slots.available_permits().min(CLAIM_AT_MOST as usize) as i64;
@@ -110,32 +157,31 @@ impl Sender {
                 match claimed {
                     Ok(list) => {
                         reclaim = None;
+                        if let Some(lane) = lane.take()
+                            && !me.store.deliver_fresh_to(lane)
+                        {
+                            tracing::debug!("the store hands no deliveries over: each is claimed");
+                        }
+                        me.backlog.store(!list.is_empty(), Ordering::SeqCst);
                         pause = if list.is_empty() {
                             (pause * 2).min(POLL_IDLE)
                         } else {
                             POLL_EVERY
                         };
                         for d in list {
-                            let Ok(slot) = me.slots.clone().acquire_owned().await else {
+                            let Ok(slot) = me.slots.acquire().await else {
                                 return;
                             };
-                            let sender = me.clone();
-                            let stop = shutdown.clone();
-                            let outbox = outbox.clone();
-                            // Abandoned at a stop: sent again once its lease ends.
-                            tokio::spawn(async move {
-                                let done = tokio::select! {
-                                    () = stop.cancelled() => false,
-                                    () = sender.deliver(d, now) => true,
-                                };
-                                drop(slot);
-                                // Its destination has a turn free: the next
-                                // of its backlog goes now, not at the next
-                                // poll (wake-ups coalesce into one claim).
-                                if done {
-                                    outbox.wake();
-                                }
-                            });
+                            slot.forget();
+                            let turn = me.take_claimed_turn(d.delivery.destination());
+                            me.spawn_delivery(
+                                &tokio::runtime::Handle::current(),
+                                d,
+                                now,
+                                turn,
+                                &outbox,
+                                &shutdown,
+                            );
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot claim webhook deliveries"),
@@ -149,10 +195,77 @@ impl Sender {
         }
     }
 
+    /// Sends `d` (held since `claimed_at`) with its `turn`. Abandoned at a
+    /// stop: sent again once its lease ends.
+    fn spawn_delivery(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        d: ClaimedDelivery,
+        claimed_at: Timestamp,
+        turn: Turn,
+        outbox: &Arc<Outbox>,
+        stop: &CancellationToken,
+    ) {
+        let sender = self.clone();
+        let stop = stop.clone();
+        let outbox = outbox.clone();
+        runtime.spawn(async move {
+            let done = tokio::select! {
+                () = stop.cancelled() => false,
+                () = sender.deliver(d, claimed_at) => true,
+            };
+            drop(turn);
+            // Its destination has a turn free: the next of its backlog goes
+            // now, not at the next poll (wake-ups coalesce into one claim).
+            if done && sender.backlog.load(Ordering::SeqCst) {
+                outbox.wake();
+            }
+        });
+    }
+
+    /// The turn of a delivery the claim gave (the claim counted its
+    /// destination's turns; the sender's slot is taken already).
+    fn take_claimed_turn(self: &Arc<Self>, to: Option<Destination>) -> Turn {
+        if let Some(to) = &to {
+            *self.turns.lock().entry(to.clone()).or_insert(0) += 1;
+        }
+        Turn {
+            sender: self.clone(),
+            to,
+        }
+    }
+
+    /// A turn of `to` and of the sender, if both have one free.
+    fn try_take_turn(&self, to: &Destination) -> bool {
+        let mut turns = self.turns.lock();
+        let taken = turns.get(to).copied().unwrap_or(0);
+        if taken >= self.per_destination {
+            return false;
+        }
+        let Ok(slot) = self.slots.try_acquire() else {
+            return false;
+        };
+        slot.forget();
+        turns.insert(to.clone(), taken + 1);
+        true
+    }
+
+    fn give_turn_back(&self, to: Option<&Destination>) {
+        if let Some(to) = to {
+            let mut turns = self.turns.lock();
+            if let Some(taken) = turns.get_mut(to) {
+                *taken -= 1;
+                if *taken == 0 {
+                    turns.remove(to);
+                }
+            }
+        }
+        self.slots.add_permits(1);
+    }
+
     /// A claim holds a delivery long enough for one attempt and its writes.
     fn lease_end(&self, now: Timestamp) -> Timestamp {
-        let ms = (self.config.timeout_ms as i64).saturating_mul(2) + 30_000;
-        Timestamp::from_unix_ms(now.unix_ms() + ms)
+        lease_end(&self.config, now)
     }
 
     /// One attempt at `c`, claimed at `claimed_at`, and its outcome written.
@@ -256,5 +369,93 @@ impl Sender {
         };
         let next = at.unix_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
         (DeliveryStatus::Failed, Some(Timestamp::from_unix_ms(next)))
+    }
+}
+
+/// Until when a delivery held at `now` is held: long enough for one
+/// attempt and its writes.
+fn lease_end(config: &WebhooksConfig, now: Timestamp) -> Timestamp {
+    let ms = (config.timeout_ms as i64).saturating_mul(2) + 30_000;
+    Timestamp::from_unix_ms(now.unix_ms() + ms)
+}
+
+/// The sender as the store sees it: it takes the deliveries this process
+/// writes as their commit is done (`DeliverySink`).
+struct Lane {
+    /// Not kept alive by the store, which the sender keeps alive.
+    sender: Weak<Sender>,
+    runner: RunnerId,
+    config: Arc<WebhooksConfig>,
+    outbox: Arc<Outbox>,
+    shutdown: CancellationToken,
+    /// Deliveries are handed over on the store's threads too.
+    runtime: tokio::runtime::Handle,
+}
+
+impl DeliverySink for Lane {
+    fn runner(&self) -> &RunnerId {
+        &self.runner
+    }
+
+    fn lease_end(&self, now: Timestamp) -> Timestamp {
+        lease_end(&self.config, now)
+    }
+
+    fn has_room(&self) -> bool {
+        self.running()
+            .is_some_and(|sender| sender.slots.available_permits() > 0)
+    }
+
+    fn take_turn(&self, to: &Destination) -> bool {
+        self.running()
+            .is_some_and(|sender| sender.try_take_turn(to))
+    }
+
+    fn committed(&self, deliveries: Vec<ClaimedDelivery>) {
+        let Some(sender) = self.sender.upgrade() else {
+            return;
+        };
+        for d in deliveries {
+            let to = d.delivery.destination();
+            // What the claim's time is to its outcome: when it was due.
+            let held_at = d.delivery.next_attempt_at.unwrap_or(d.delivery.created_at);
+            let turn = Turn {
+                sender: sender.clone(),
+                to,
+            };
+            sender.spawn_delivery(
+                &self.runtime,
+                d,
+                held_at,
+                turn,
+                &self.outbox,
+                &self.shutdown,
+            );
+        }
+    }
+
+    fn give_back(&self, deliveries: Vec<ClaimedDelivery>) {
+        let Some(sender) = self.sender.upgrade() else {
+            return;
+        };
+        for d in deliveries {
+            sender.give_turn_back(d.delivery.destination().as_ref());
+        }
+    }
+
+    fn waiting(&self) {
+        if let Some(sender) = self.sender.upgrade() {
+            sender.backlog.store(true, Ordering::SeqCst);
+        }
+        self.outbox.wake();
+    }
+}
+
+impl Lane {
+    /// The sender, unless it has stopped.
+    fn running(&self) -> Option<Arc<Sender>> {
+        self.sender
+            .upgrade()
+            .filter(|_| !self.shutdown.is_cancelled())
     }
 }

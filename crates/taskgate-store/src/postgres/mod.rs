@@ -284,6 +284,11 @@ impl HotPath for PgStore {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Instances share the outbox here: each sender claims.
+    fn hot_deliver_fresh_to(&self, _sink: std::sync::Arc<dyn crate::DeliverySink>) -> bool {
+        false
+    }
+
     async fn hot_insert_task(&self, t: &crate::TaskRecord) -> StoreResult<()> {
         self.insert_uncapped(t, true).await
     }

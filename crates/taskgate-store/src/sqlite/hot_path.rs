@@ -6,20 +6,21 @@
 //! writes it first.
 
 use taskgate_core::{
-    AccountId, Mode, RunnerId, TaskEvent, TaskId, TaskStatus, Timestamp, Transition, WebhookEvent,
-    WebhookEvents,
+    AccountId, DeliveryAttempts, DeliveryStatus, Mode, RunnerId, TaskEvent, TaskId, TaskStatus,
+    Timestamp, Transition, WebhookEvent, WebhookEvents,
 };
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::handoff;
 use super::held::Held;
 use super::writer::bind;
 use super::{STATEMENTS, SqliteStore};
 use crate::backend::HotPath;
 use crate::sql::Param;
 use crate::{
-    ClaimedDelivery, DeliveryOutcome, StoreError, StoreResult, TaskFinish, TaskQuery, TaskRecord,
-    WebhookDelivery, WebhookEndpoint,
+    ClaimedDelivery, DeliveryOutcome, Destination, StoreError, StoreResult, TaskFinish, TaskQuery,
+    TaskRecord, WebhookDelivery, WebhookEndpoint,
 };
 
 impl HotPath for SqliteStore {
@@ -209,7 +210,7 @@ impl HotPath for SqliteStore {
                     };
                     if let Some(t) = &cancelled {
                         let bit = WebhookEvent::TaskCancelled.bit();
-                        enqueue_webhooks(conn, t.account_id, t.mode, t.id, bit, now)?;
+                        enqueue_webhooks(conn, t.account_id, t.mode, t.id, Some(t), bit, now)?;
                         if t.reserved_micros > 0 {
                             release(conn, t.account_id, t.created_at, t.reserved_micros)?;
                         }
@@ -249,6 +250,11 @@ impl HotPath for SqliteStore {
                 claimed.into_iter().map(|d| with_sources(conn, d)).collect()
             })
             .await
+    }
+
+    /// The writer holds them for `sink` (`handoff.rs`).
+    fn hot_deliver_fresh_to(&self, sink: std::sync::Arc<dyn crate::DeliverySink>) -> bool {
+        self.tasks.deliver_to(sink)
     }
 
     /// On the writer's connection, as the claim.
@@ -355,7 +361,7 @@ fn end_row(
         return Ok(false);
     };
     if let Some(event) = WebhookEvent::of_status(transition.to()) {
-        enqueue_webhooks(conn, account, mode, id, event.bit(), f.completed_at)?;
+        enqueue_webhooks(conn, account, mode, id, None, event.bit(), f.completed_at)?;
     }
     charge(conn, account, reserved, created_at, f)?;
     Ok(true)
@@ -450,7 +456,7 @@ pub(super) fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreRe
     let bits = ran.unwrap_or(0) | ended.unwrap_or(0);
     if bits != 0 {
         let at = t.completed_at.or(t.started_at).unwrap_or(t.created_at);
-        enqueue_webhooks(conn, t.account_id, t.mode, t.id, bits, at)?;
+        enqueue_webhooks(conn, t.account_id, t.mode, t.id, Some(t), bits, at)?;
     }
     Ok(())
 }
@@ -462,21 +468,132 @@ pub(super) fn insert_row(conn: &rusqlite::Connection, t: &TaskRecord) -> StoreRe
 pub(super) static WEBHOOKS_IN_USE: AtomicBool = AtomicBool::new(false);
 
 /// The deliveries of task `task`'s events `bits` at `at`, in the open
-/// transaction ([`crate::ENQUEUE_WEBHOOKS`]).
+/// transaction ([`crate::ENQUEUE_WEBHOOKS`]). In a transaction of the
+/// writer's with a sink whose sender has room (`handoff.rs`), each is held
+/// for it if its destination has a turn free, with its endpoint and task
+/// (`record`, the task as it is written, when at hand) for the handoff.
 fn enqueue_webhooks(
     conn: &rusqlite::Connection,
     account: AccountId,
     mode: Mode,
-    task: TaskId,
+    task_id: TaskId,
+    record: Option<&TaskRecord>,
     bits: i64,
     at: Timestamp,
 ) -> StoreResult<()> {
     if !WEBHOOKS_IN_USE.load(Ordering::Relaxed) {
         return Ok(());
     }
-    let mut stmt = conn.prepare_cached(crate::ENQUEUE_WEBHOOKS)?;
-    bind(&mut stmt, &[&account, &mode, &task, &bits, &at])?;
-    stmt.raw_execute()?;
+    let holder = handoff::with_open(|h| {
+        h.sink
+            .has_room()
+            .then(|| (h.sink.runner().clone(), h.sink.lease_end(at)))
+    });
+    let Some((runner, lease_until)) = holder.flatten() else {
+        let mut stmt = conn.prepare_cached(crate::ENQUEUE_WEBHOOKS)?;
+        bind(&mut stmt, &[&account, &mode, &task_id, &bits, &at])?;
+        stmt.raw_execute()?;
+        return Ok(());
+    };
+    // The same deliveries as the statement's, found here: each enabled
+    // endpoint of the account and mode wanting one of the events, then the
+    // call's own webhook. Each is written held if its destination has a
+    // turn free, else unheld for the claim.
+    let mut wanted = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(crate::webhooks::ENDPOINTS_WANTING)?;
+        bind(&mut stmt, &[&account, &mode, &bits])?;
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next()? {
+            let e = endpoint_from_row(row)?;
+            wanted.push((e.events.bits() & bits, Destination::Endpoint(e.id), Some(e)));
+        }
+    }
+    {
+        let mut stmt = conn.prepare_cached(crate::webhooks::TASK_WEBHOOK)?;
+        bind(&mut stmt, &[&task_id])?;
+        let mut rows = stmt.raw_query();
+        if let Some(row) = rows.next()? {
+            let (url, events): (String, i64) = (column(row, 0)?, column(row, 1)?);
+            wanted.push((events & bits, Destination::Url(url), None));
+        }
+    }
+    let mut record = record.filter(|t| t.id == task_id).cloned();
+    for (events, to, endpoint) in wanted {
+        for event in WebhookEvent::ALL
+            .into_iter()
+            .filter(|e| events & e.bit() != 0)
+        {
+            let task = match &record {
+                Some(t) => Some(t.clone()),
+                None => {
+                    record = read_one(conn, crate::sql::GET_TASK_BY_ID, &task_id, task_from_row)?;
+                    record.clone()
+                }
+            };
+            let mut d = WebhookDelivery {
+                seq: 0,
+                account_id: account,
+                mode,
+                event_type: event,
+                task_id: Some(task_id),
+                endpoint_id: None,
+                url: None,
+                status: DeliveryStatus::Pending,
+                attempts: DeliveryAttempts::default(),
+                payload: None,
+                next_attempt_at: Some(at),
+                created_at: at,
+            };
+            match &to {
+                Destination::Endpoint(id) => d.endpoint_id = Some(*id),
+                Destination::Url(url) => d.url = Some(url.clone()),
+            }
+            let held = handoff::with_open(|h| h.sink.take_turn(&to)).unwrap_or(false);
+            let (holder, until) = if held {
+                (Some(&runner), Some(lease_until))
+            } else {
+                (None, None)
+            };
+            let mut stmt = conn.prepare_cached(crate::webhooks::INSERT_DELIVERY)?;
+            let written = bind(
+                &mut stmt,
+                &[
+                    &account,
+                    &mode,
+                    &event.as_str(),
+                    &task_id,
+                    &d.endpoint_id,
+                    &d.url,
+                    &at,
+                    &holder,
+                    &until,
+                ],
+            )
+            .and_then(|()| stmt.raw_execute())
+            .map_err(StoreError::from);
+            let c = ClaimedDelivery {
+                delivery: d,
+                endpoint: endpoint.clone(),
+                task,
+            };
+            match (written, held) {
+                (Err(e), true) => {
+                    handoff::with_open(|h| h.sink.give_back(vec![c]));
+                    return Err(e);
+                }
+                (Err(e), false) => return Err(e),
+                (Ok(_), true) => {
+                    let mut c = c;
+                    c.delivery.seq = conn.last_insert_rowid();
+                    handoff::with_open(|h| h.held.push(c));
+                }
+                (Ok(_), false) => {
+                    handoff::with_open(|h| h.waiting = true);
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -497,7 +614,7 @@ fn claim_row(
     };
     if let Some(t) = &claimed {
         let bit = WebhookEvent::TaskRunning.bit();
-        enqueue_webhooks(conn, t.account_id, t.mode, t.id, bit, now)?;
+        enqueue_webhooks(conn, t.account_id, t.mode, t.id, Some(t), bit, now)?;
     }
     Ok(claimed)
 }

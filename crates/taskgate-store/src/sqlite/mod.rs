@@ -20,6 +20,7 @@ use crate::sql::{Dialect, Statements, impl_store};
 use crate::{StoreError, StoreResult};
 
 mod claim;
+mod handoff;
 mod held;
 mod hot_path;
 mod readers;

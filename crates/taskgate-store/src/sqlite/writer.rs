@@ -29,7 +29,7 @@
 use std::ffi::c_int;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -37,8 +37,9 @@ use rusqlite::hooks::{CheckpointMode, Wal};
 use rusqlite::{Connection, Statement, ToSql};
 use tokio::sync::oneshot;
 
+use super::handoff;
 use super::held::{HOLD_AT_MOST, Held};
-use crate::{StoreError, StoreResult};
+use crate::{DeliverySink, StoreError, StoreResult};
 
 const MAX_BATCH: usize = 512;
 
@@ -65,6 +66,7 @@ where
 {
     fn run(&mut self, conn: &Connection) {
         let Some(work) = self.work.take() else { return };
+        let mark = handoff::mark();
         let result = exec(conn, "SAVEPOINT job")
             .map_err(StoreError::from)
             .and_then(|()| match work(conn) {
@@ -74,6 +76,9 @@ where
                     Err(e)
                 }
             });
+        if result.is_err() {
+            handoff::undo_to(mark);
+        }
         self.result = Some(result);
     }
 
@@ -94,6 +99,9 @@ struct Shared {
     conn: Mutex<Connection>,
     /// Jobs sent to the thread and not yet taken by it.
     queued: AtomicUsize,
+    /// This process's webhook sender, once it takes deliveries as they are
+    /// written (`handoff.rs`).
+    sink: OnceLock<Arc<dyn DeliverySink>>,
 }
 
 impl Shared {
@@ -171,6 +179,7 @@ impl Writer {
         let shared = Arc::new(Shared {
             conn: Mutex::new(conn),
             queued: AtomicUsize::new(0),
+            sink: OnceLock::new(),
         });
         let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
         let on_thread = shared.clone();
@@ -217,6 +226,13 @@ impl Writer {
         answer.await.map_err(|_| StoreError::WriterStopped)?
     }
 
+    /// From now on, the deliveries the writer's transactions write are held
+    /// for `sink` and handed to it as they commit (`handoff.rs`); false if
+    /// another sink has them already.
+    pub fn deliver_to(&self, sink: Arc<dyn DeliverySink>) -> bool {
+        self.shared.sink.set(sink).is_ok()
+    }
+
     /// Commits `work` in a transaction of its own on the calling thread, if
     /// no job is queued, the connection is free and SQLite's write lock can be
     /// had without waiting. Otherwise gives `work` back, not run.
@@ -244,7 +260,12 @@ impl Writer {
             }
             (Err(_), _) => return Err(work),
         }
-        Ok(commit(&conn, work))
+        let handoff = handoff::begin(self.shared.sink.get());
+        let done = commit(&conn, work);
+        if done.is_ok() {
+            handoff.committed();
+        }
+        Ok(done)
     }
 }
 
@@ -284,6 +305,7 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
         }
         let conn = shared.lock();
         shared.queued.fetch_sub(batch.len(), Ordering::SeqCst);
+        let handoff = handoff::begin(shared.sink.get());
         let committed = match exec(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => {
                 for job in batch.iter_mut() {
@@ -296,6 +318,11 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
             }
             Err(e) => Err(StoreError::from(e)),
         };
+        if committed.is_ok() {
+            handoff.committed();
+        } else {
+            drop(handoff);
+        }
         drop(conn);
         for job in batch {
             job.answer(committed.as_ref().map(|_| ()));
@@ -370,11 +397,17 @@ fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
         return;
     }
     let conn = shared.lock();
+    // The last write, as the writer is dropped, hands nothing over: the
+    // sender is stopping too, and its held deliveries are claimed later.
+    let handoff = handoff::begin(before.and(shared.sink.get()));
     let written = exec(&conn, "BEGIN IMMEDIATE")
         .map_err(StoreError::from)
         .and_then(|()| commit(&conn, |conn| held.write_all(conn, before)));
-    if let Err(e) = written {
-        tracing::warn!(error = %e, "cannot write the tasks of running sync calls; trying again");
+    match written {
+        Ok(_) => handoff.committed(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write the tasks of running sync calls; trying again");
+        }
     }
 }
 

@@ -1,15 +1,16 @@
 //! Webhooks: endpoints, signing secrets, and the outbox of deliveries that
 //! every change of a task writes in its own commit.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use taskgate_core::{
-    AccountId, DeliveryAttempt, DeliveryStatus, Mode, TaskId, WebhookEndpointId, WebhookEvent,
-    WebhookEvents, WebhookSecret,
+    AccountId, DeliveryAttempt, DeliveryStatus, Mode, RunnerId, TaskId, TaskStatus, Timestamp,
+    WebhookEndpointId, WebhookEvent, WebhookEvents, WebhookSecret,
 };
 use taskgate_store::{
-    ClaimedDelivery, DeliveryOutcome, DeliveryQuery, Store, TaskRecord, WebhookDelivery,
-    WebhookEndpoint, WebhookEndpointUpdate,
+    ClaimedDelivery, DeliveryOutcome, DeliveryQuery, DeliverySink, Destination, Store, TaskRecord,
+    WebhookDelivery, WebhookEndpoint, WebhookEndpointUpdate,
 };
 
 use crate::fixtures::{
@@ -242,6 +243,47 @@ pub async fn signing_secrets_are_made_once_and_rotate(store: Arc<dyn Store>) {
 }
 
 pub async fn every_change_of_a_task_writes_its_deliveries(store: Arc<dyn Store>) {
+    writes_every_changes_deliveries(store).await;
+}
+
+/// The same deliveries are written where the store holds them for a sender
+/// as it writes them (SQLite); each one handed over is one of them, with
+/// its endpoint.
+pub async fn deliveries_handed_over_are_the_same_deliveries(store: Arc<dyn Store>) {
+    let sink = Sink::new("sender-1", 1_000);
+    if !store.deliver_fresh_to(sink.clone()) {
+        return;
+    }
+    let (got, ids) = writes_every_changes_deliveries(store).await;
+    let handed = sink.handed();
+    assert!(
+        handed.len() >= 5,
+        "the ends and starts the writer wrote: {handed:?}"
+    );
+    for c in &handed {
+        let d = &c.delivery;
+        let to = match (d.endpoint_id, &d.url) {
+            (Some(id), _) => id.to_string(),
+            (None, Some(url)) => url.clone(),
+            (None, None) => panic!("a delivery goes somewhere"),
+        };
+        let key = (d.task_id.unwrap(), d.event_type.as_str(), to);
+        assert!(got.contains(&key), "{key:?} was written");
+        assert_eq!(ids.get(&d.seq), Some(&key), "as the row of its seq");
+        assert_eq!(c.endpoint.as_ref().map(|e| e.id), d.endpoint_id);
+        assert_eq!(c.task.as_ref().map(|t| t.id), d.task_id);
+    }
+    assert_eq!(sink.given_back.load(Ordering::SeqCst), 0);
+}
+
+/// Every change of a task: the deliveries written, and each one's row by
+/// seq.
+async fn writes_every_changes_deliveries(
+    store: Arc<dyn Store>,
+) -> (
+    Vec<(TaskId, &'static str, String)>,
+    std::collections::HashMap<i64, (TaskId, &'static str, String)>,
+) {
     let acme = new_account(&*store, "Acme").await;
     let other = new_account(&*store, "Other").await;
     let all = endpoint(acme.id, Mode::Live, &all_events());
@@ -314,7 +356,7 @@ pub async fn every_change_of_a_task_writes_its_deliveries(store: Arc<dyn Store>)
         v.sort();
         v
     };
-    assert_eq!(sorted(got), sorted(want));
+    assert_eq!(sorted(got), sorted(want.clone()));
     let rows = store.list_deliveries(&everything(acme.id)).await.unwrap();
     assert!(
         rows.iter()
@@ -342,6 +384,18 @@ pub async fn every_change_of_a_task_writes_its_deliveries(store: Arc<dyn Store>)
     page.before = Some(first[1].seq);
     let second = store.list_deliveries(&page).await.unwrap();
     assert!(second[0].seq < first[1].seq, "newest first, then older");
+    let by_seq = rows
+        .iter()
+        .map(|d| {
+            let to = match (d.endpoint_id, &d.url) {
+                (Some(id), _) => id.to_string(),
+                (None, Some(url)) => url.clone(),
+                (None, None) => panic!("a delivery goes somewhere"),
+            };
+            (d.seq, (d.task_id.unwrap(), d.event_type.as_str(), to))
+        })
+        .collect();
+    (sorted(want), by_seq)
 }
 
 fn outcome(status: DeliveryStatus, next: Option<i64>, claimed: i64) -> DeliveryOutcome {
@@ -637,4 +691,161 @@ pub async fn a_claim_reads_what_its_attempt_needs(store: Arc<dyn Store>) {
     assert!(c.delivery.payload.is_some());
     assert!(c.task.is_none(), "the stored body is sent as it is");
     assert_eq!(c.endpoint.map(|e| e.id), Some(e.id));
+}
+
+/// A sender as the store sees it, with `turns` turns in all, recording what
+/// it is handed.
+struct Sink {
+    runner: RunnerId,
+    turns: AtomicUsize,
+    committed: Mutex<Vec<ClaimedDelivery>>,
+    given_back: AtomicUsize,
+    waiting: AtomicUsize,
+}
+
+impl Sink {
+    fn new(name: &str, turns: usize) -> Arc<Self> {
+        Arc::new(Self {
+            runner: runner(name),
+            turns: AtomicUsize::new(turns),
+            committed: Mutex::new(Vec::new()),
+            given_back: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+        })
+    }
+
+    fn handed(&self) -> Vec<ClaimedDelivery> {
+        self.committed.lock().unwrap().clone()
+    }
+}
+
+impl DeliverySink for Sink {
+    fn runner(&self) -> &RunnerId {
+        &self.runner
+    }
+
+    fn lease_end(&self, now: Timestamp) -> Timestamp {
+        at(now.unix_ms() + MINUTE)
+    }
+
+    fn has_room(&self) -> bool {
+        true
+    }
+
+    fn take_turn(&self, _to: &Destination) -> bool {
+        self.turns
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    fn committed(&self, deliveries: Vec<ClaimedDelivery>) {
+        self.committed.lock().unwrap().extend(deliveries);
+    }
+
+    fn give_back(&self, deliveries: Vec<ClaimedDelivery>) {
+        self.given_back
+            .fetch_add(deliveries.len(), Ordering::SeqCst);
+    }
+
+    fn waiting(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Where the store can (SQLite: one process owns it), a delivery it writes
+/// is held for this process's sender in that commit and handed over with
+/// its endpoint and the task as written, when its destination has a turn
+/// free; otherwise it is written unheld, for the claim.
+pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn Store>) {
+    let sink = Sink::new("sender-1", 1);
+    if !store.deliver_fresh_to(sink.clone()) {
+        assert_eq!(
+            store.backend(),
+            "postgres",
+            "only where instances share the outbox"
+        );
+        return;
+    }
+    let acme = new_account(&*store, "Acme").await;
+    let e = endpoint(acme.id, Mode::Live, &[WebhookEvent::TaskSucceeded]);
+    store.create_endpoint(&e, &by()).await.unwrap();
+
+    // A sync call's task, stored as it ends.
+    let t = task_of(acme.id, "live", "language")
+        .claimed(&runner("runner-1"), at(T0), at(T0 + MINUTE))
+        .unwrap();
+    store.insert_task_unflushed(&t).await.unwrap();
+    assert!(
+        store
+            .finish_task(t.id, &finish("succeeded", 0, T0 + 5, None))
+            .await
+            .unwrap()
+    );
+    let handed = sink.handed();
+    assert_eq!(handed.len(), 1, "handed over as it committed");
+    let c = &handed[0];
+    assert_eq!(c.delivery.event_type, WebhookEvent::TaskSucceeded);
+    assert_eq!(c.delivery.task_id, Some(t.id));
+    assert_eq!(
+        c.endpoint.as_ref().map(|x| (x.id, &x.secret)),
+        Some((e.id, &e.secret))
+    );
+    let task = c.task.as_ref().expect("the task as written, for the body");
+    assert_eq!((task.id, task.status), (t.id, TaskStatus::Succeeded));
+
+    // Held for the sender: no claim takes it.
+    let other = runner("sender-2");
+    let claimed = store
+        .claim_deliveries(&other, at(T0 + 10), at(T0 + MINUTE), 10, 8, None)
+        .await
+        .unwrap();
+    assert!(claimed.is_empty(), "held by the sender");
+
+    // No turn free now: the next end is written unheld, and the claim told.
+    let t2 = running_task(&*store, acme.id, "runner-1", T0, T0 + MINUTE).await;
+    assert!(
+        store
+            .finish_task(t2.id, &finish("succeeded", 0, T0 + 6, None))
+            .await
+            .unwrap()
+    );
+    assert_eq!(sink.handed().len(), 1, "not handed over");
+    assert!(sink.waiting.load(Ordering::SeqCst) >= 1, "the claim told");
+    let claimed = store
+        .claim_deliveries(&other, at(T0 + 10), at(T0 + MINUTE), 10, 8, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed
+            .iter()
+            .map(|c| c.delivery.task_id)
+            .collect::<Vec<_>>(),
+        vec![Some(t2.id)],
+        "left for the claim"
+    );
+
+    // The first one's outcome is its holder's to write, as a claimed one's.
+    let done = outcome(DeliveryStatus::Succeeded, None, T0 + 5);
+    assert!(
+        !store
+            .record_delivery(&c.delivery, &other, &done)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .record_delivery(&c.delivery, &sink.runner, &done)
+            .await
+            .unwrap()
+    );
+    let row = store
+        .get_delivery(acme.id, Mode::Live, c.delivery.seq)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (row.status, row.next_attempt_at),
+        (DeliveryStatus::Succeeded, None)
+    );
+    assert_eq!(sink.given_back.load(Ordering::SeqCst), 0);
 }
