@@ -8,6 +8,8 @@ mod client;
 mod error;
 mod sse;
 
+pub use client::tls_config;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,7 +24,7 @@ use super::redact::Redactor;
 use body::read_limited;
 pub(crate) use body::{is_json, merge_options};
 pub(crate) use client::{
-    Answer, CONNECT_TIMEOUT, JsonClient, POOL_IDLE_TIMEOUT, direct, json_client, tls_config,
+    Answer, CONNECT_TIMEOUT, JsonClient, POOL_IDLE_TIMEOUT, direct, json_client,
 };
 pub(crate) use error::{Class, UpstreamError, error_message};
 pub(crate) use sse::read_sse;

@@ -35,6 +35,8 @@ use breaker::Breaker;
 pub use breaker::BreakerState;
 pub use config::{HttpApiConfig, Protocol, ProviderConfig, Secret, TargetConfig};
 pub use fetch::{FetchPolicy, Fetcher};
+/// The TLS a provider's requests, and a webhook's, go out with.
+pub use http::tls_config;
 use http::{Class, Conn, UpstreamError};
 
 use crate::chat::ChatInput;

@@ -44,7 +44,7 @@ pub(crate) type JsonClient =
 /// The TLS both clients use: TLS 1.2 and 1.3 by rustls (the process's
 /// default crypto provider, else ring), Mozilla's roots and `extra_roots`,
 /// HTTP/1.1 by ALPN.
-pub(crate) fn tls_config(
+pub fn tls_config(
     extra_roots: &[rustls::pki_types::CertificateDer<'static>],
 ) -> Result<rustls::ClientConfig, String> {
     let provider = rustls::crypto::CryptoProvider::get_default()
