@@ -198,6 +198,18 @@ pub(crate) trait HotPath: SqlBackend {
         outcome: &crate::DeliveryOutcome,
     ) -> StoreResult<bool>;
 
+    /// [`crate::WebhookStore::record_delivery_soon`]: SQLite's writer makes
+    /// it with its next transaction; PostgreSQL now.
+    async fn hot_record_delivery_soon(
+        &self,
+        claimed: &crate::WebhookDelivery,
+        runner: &taskgate_core::RunnerId,
+        outcome: &crate::DeliveryOutcome,
+    ) -> StoreResult<()>;
+
+    /// Outcomes not yet written made, before deliveries are read.
+    async fn hot_visible_deliveries(&self) -> StoreResult<()>;
+
     /// [`crate::WebhookStore::deliver_fresh_to`]: SQLite's writer holds the
     /// deliveries it writes for `sink` (`sqlite/handoff.rs`); PostgreSQL
     /// cannot.

@@ -170,6 +170,18 @@ pub trait WebhookStore: Send + Sync {
         runner: &RunnerId,
         outcome: &DeliveryOutcome,
     ) -> StoreResult<bool>;
+    /// [`WebhookStore::record_delivery`], where the store can, with its next
+    /// commit rather than one of its own (SQLite: the next write of any
+    /// kind, at the latest about 0.1 s later), without waiting for it. Reads
+    /// of deliveries see it (they wait for it first). Lost to a crash or a
+    /// failed commit, the delivery is sent again once its lease ends, as if
+    /// its sender had stopped (at least once). PostgreSQL writes it now.
+    async fn record_delivery_soon(
+        &self,
+        claimed: &WebhookDelivery,
+        runner: &RunnerId,
+        outcome: &DeliveryOutcome,
+    ) -> StoreResult<()>;
     /// Deletes up to `limit` deliveries made before `created_before` (and
     /// calls' webhooks as old); how many deliveries.
     async fn purge_deliveries(&self, created_before: Timestamp, limit: i64) -> StoreResult<u64>;
@@ -748,6 +760,8 @@ macro_rules! impl_webhooks {
                     mode: taskgate_core::Mode,
                     seq: i64,
                 ) -> $crate::StoreResult<Option<$crate::WebhookDelivery>> {
+                    use $crate::backend::HotPath as _;
+                    self.hot_visible_deliveries().await?;
                     Ok(sqlx::query_as(concat!(
                         "SELECT ",
                         $crate::webhooks::delivery_columns!(),
@@ -764,6 +778,8 @@ macro_rules! impl_webhooks {
                     &self,
                     q: &$crate::DeliveryQuery,
                 ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
+                    use $crate::backend::HotPath as _;
+                    self.hot_visible_deliveries().await?;
                     Ok(sqlx::query_as(concat!(
                         "SELECT ",
                         $crate::webhooks::delivery_columns!(),
@@ -825,6 +841,16 @@ macro_rules! impl_webhooks {
                 ) -> $crate::StoreResult<bool> {
                     use $crate::backend::HotPath as _;
                     self.hot_record_delivery(claimed, runner, o).await
+                }
+
+                async fn record_delivery_soon(
+                    &self,
+                    claimed: &$crate::WebhookDelivery,
+                    runner: &taskgate_core::RunnerId,
+                    o: &$crate::DeliveryOutcome,
+                ) -> $crate::StoreResult<()> {
+                    use $crate::backend::HotPath as _;
+                    self.hot_record_delivery_soon(claimed, runner, o).await
                 }
 
                 fn deliver_fresh_to(

@@ -282,7 +282,13 @@ impl Sender {
                 return;
             }
         };
-        if let Err(e) = self.store.record_delivery(d, &self.runner, &outcome).await {
+        // With the store's next commit where it can (no one waits for it:
+        // lost, the delivery is sent again after its lease).
+        if let Err(e) = self
+            .store
+            .record_delivery_soon(d, &self.runner, &outcome)
+            .await
+        {
             tracing::warn!(error = %e, delivery = %d.id(), "cannot record a webhook attempt");
         }
     }

@@ -284,6 +284,20 @@ impl HotPath for PgStore {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn hot_record_delivery_soon(
+        &self,
+        claimed: &crate::WebhookDelivery,
+        runner: &taskgate_core::RunnerId,
+        o: &crate::DeliveryOutcome,
+    ) -> StoreResult<()> {
+        self.hot_record_delivery(claimed, runner, o).await.map(drop)
+    }
+
+    /// Every outcome is written when it is made.
+    async fn hot_visible_deliveries(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// Instances share the outbox here: each sender claims.
     fn hot_deliver_fresh_to(&self, _sink: std::sync::Arc<dyn crate::DeliverySink>) -> bool {
         false

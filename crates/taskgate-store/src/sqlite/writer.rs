@@ -102,7 +102,13 @@ struct Shared {
     /// This process's webhook sender, once it takes deliveries as they are
     /// written (`handoff.rs`).
     sink: OnceLock<Arc<dyn DeliverySink>>,
+    /// Writes no caller waits for, run at the start of the next transaction
+    /// ([`Writer::run_soon`]).
+    soon: Mutex<Vec<Soon>>,
 }
+
+/// A write made with the next transaction, whoever begins it.
+type Soon = Box<dyn FnOnce(&Connection) -> StoreResult<()> + Send>;
 
 impl Shared {
     /// The connection, with no transaction left open: one whose holder
@@ -180,6 +186,7 @@ impl Writer {
             conn: Mutex::new(conn),
             queued: AtomicUsize::new(0),
             sink: OnceLock::new(),
+            soon: Mutex::new(Vec::new()),
         });
         let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
         let on_thread = shared.clone();
@@ -233,6 +240,21 @@ impl Writer {
         self.shared.sink.set(sink).is_ok()
     }
 
+    /// Makes `work` in the writer's next transaction, whoever begins it (a
+    /// caller's commit, the thread's batch, or at the latest the checkpoint
+    /// thread's round, every [`CHECKPOINT_EVERY`]), and does not wait for
+    /// it: for a write whose loss to a crash or a failed commit costs
+    /// nothing but doing it again (a webhook attempt's outcome: the delivery
+    /// is sent again once its lease ends). A failure is logged.
+    pub fn run_soon(&self, work: impl FnOnce(&Connection) -> StoreResult<()> + Send + 'static) {
+        self.shared.soon.lock().push(Box::new(work));
+    }
+
+    /// Whether writes made with [`Writer::run_soon`] are still waiting.
+    pub fn has_soon(&self) -> bool {
+        !self.shared.soon.lock().is_empty()
+    }
+
     /// Commits `work` in a transaction of its own on the calling thread, if
     /// no job is queued, the connection is free and SQLite's write lock can be
     /// had without waiting. Otherwise gives `work` back, not run.
@@ -261,6 +283,7 @@ impl Writer {
             (Err(_), _) => return Err(work),
         }
         let handoff = handoff::begin(self.shared.sink.get());
+        run_waiting(&self.shared, &conn);
         let done = commit(&conn, work);
         if done.is_ok() {
             handoff.committed();
@@ -283,6 +306,23 @@ fn commit<T>(
         let _ = conn.execute_batch("ROLLBACK");
     }
     result
+}
+
+/// The writes waiting for a transaction ([`Writer::run_soon`]), made in the
+/// one open on `conn`, each in a savepoint: one that fails is undone alone
+/// and logged.
+fn run_waiting(shared: &Shared, conn: &Connection) {
+    let waiting = std::mem::take(&mut *shared.soon.lock());
+    for work in waiting {
+        let done = exec(conn, "SAVEPOINT soon")
+            .map_err(StoreError::from)
+            .and_then(|()| work(conn))
+            .and_then(|()| exec(conn, "RELEASE soon").map_err(StoreError::from));
+        if let Err(e) = done {
+            let _ = conn.execute_batch("ROLLBACK TO soon; RELEASE soon");
+            tracing::warn!(error = %e, "a deferred write failed; it is made again later");
+        }
+    }
 }
 
 /// Runs `sql`, a statement without values (`BEGIN IMMEDIATE`, `COMMIT`, a
@@ -308,6 +348,7 @@ fn write_loop(shared: &Shared, queue: mpsc::Receiver<Box<dyn Job>>) {
         let handoff = handoff::begin(shared.sink.get());
         let committed = match exec(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => {
+                run_waiting(shared, &conn);
                 for job in batch.iter_mut() {
                     job.run(&conn);
                 }
@@ -348,8 +389,9 @@ fn checkpoint_loop(conn: Connection, shared: &Shared, held: &Held, stop: mpsc::R
     // The WAL's frames at the last checkpoint: unchanged, nothing was written.
     let mut last = 0;
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
+        let waiting = !shared.soon.lock().is_empty();
         if let Some(before) = Instant::now().checked_sub(HOLD_AT_MOST)
-            && held.any_since(before)
+            && (waiting || held.any_since(before))
         {
             write_held(shared, held, Some(before));
         }
@@ -391,9 +433,11 @@ fn lower_priority(by: i32) {
 }
 
 /// Held tasks (those held since `before`, or all) written in a commit of
-/// their own; if a statement fails they stay held (logged) for the next round.
+/// their own, with the writes waiting for a transaction
+/// ([`Writer::run_soon`]); if a statement fails they stay held (logged) for
+/// the next round.
 fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
-    if held.is_empty() {
+    if held.is_empty() && shared.soon.lock().is_empty() {
         return;
     }
     let conn = shared.lock();
@@ -402,7 +446,10 @@ fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
     let handoff = handoff::begin(before.and(shared.sink.get()));
     let written = exec(&conn, "BEGIN IMMEDIATE")
         .map_err(StoreError::from)
-        .and_then(|()| commit(&conn, |conn| held.write_all(conn, before)));
+        .and_then(|()| {
+            run_waiting(shared, &conn);
+            commit(&conn, |conn| held.write_all(conn, before))
+        });
     match written {
         Ok(_) => handoff.committed(),
         Err(e) => {
@@ -485,5 +532,65 @@ mod tests {
         assert_eq!(after.0, (before + 3).min(19));
         assert_eq!(after.1, 19);
         assert_eq!(getpriority_process(Some(gettid())).unwrap(), here);
+    }
+}
+
+#[cfg(test)]
+mod soon_tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::Writer;
+    use crate::sqlite::held::Held;
+
+    fn rows(path: &std::path::Path) -> i64 {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A write made "soon" rides the next transaction, whoever begins it;
+    /// with none, the checkpoint thread's round makes it; one that fails is
+    /// undone alone.
+    #[test]
+    fn a_soon_write_rides_the_next_commit_or_the_round() {
+        let dir = std::env::temp_dir().join(format!("taskgate_soon_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("soon.db");
+        let _ = std::fs::remove_file(&path);
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (v INTEGER NOT NULL)")
+            .unwrap();
+        let writer = Writer::open(&path, Arc::new(Held::default())).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+
+        writer.run_soon(|conn| Ok(conn.execute("INSERT INTO t VALUES (1)", []).map(drop)?));
+        writer.run_soon(|conn| Ok(conn.execute("INSERT INTO t VALUES (NULL)", []).map(drop)?));
+        assert!(writer.has_soon());
+        assert_eq!(rows(&path), 0, "not yet");
+        runtime
+            .block_on(writer.run(|conn| Ok(conn.execute("INSERT INTO t VALUES (2)", [])?)))
+            .unwrap();
+        assert!(!writer.has_soon());
+        assert_eq!(
+            rows(&path),
+            2,
+            "with that commit; the failing one undone alone"
+        );
+
+        writer.run_soon(|conn| Ok(conn.execute("INSERT INTO t VALUES (3)", []).map(drop)?));
+        let started = Instant::now();
+        while rows(&path) < 3 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "made by the round"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -824,7 +824,8 @@ pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn St
         "left for the claim"
     );
 
-    // The first one's outcome is its holder's to write, as a claimed one's.
+    // The first one's outcome is its holder's to write, as a claimed one's;
+    // written with the next commit, a read sees it.
     let done = outcome(DeliveryStatus::Succeeded, None, T0 + 5);
     assert!(
         !store
@@ -832,12 +833,10 @@ pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn St
             .await
             .unwrap()
     );
-    assert!(
-        store
-            .record_delivery(&c.delivery, &sink.runner, &done)
-            .await
-            .unwrap()
-    );
+    store
+        .record_delivery_soon(&c.delivery, &sink.runner, &done)
+        .await
+        .unwrap();
     let row = store
         .get_delivery(acme.id, Mode::Live, c.delivery.seq)
         .await
@@ -847,5 +846,6 @@ pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn St
         (row.status, row.next_attempt_at),
         (DeliveryStatus::Succeeded, None)
     );
+    assert_eq!(row.attempts.0.len(), 1, "its attempt kept");
     assert_eq!(sink.given_back.load(Ordering::SeqCst), 0);
 }
