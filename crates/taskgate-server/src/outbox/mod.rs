@@ -104,9 +104,9 @@ struct Sender {
     /// Each destination's turns taken, and how many it has.
     turns: Mutex<HashMap<Destination, usize>>,
     per_destination: usize,
-    /// Whether the claim may find deliveries (it found some last time, or
-    /// some were written unheld since): a delivery done then lets the
-    /// claim look again at once.
+    /// Whether the claim may find deliveries (it found some last time, a
+    /// destination had no turn free then, or some were written unheld
+    /// since): a delivery done then lets the claim look again at once.
     backlog: AtomicBool,
 }
 
@@ -162,7 +162,11 @@ impl Sender {
                         {
                             tracing::debug!("the store hands no deliveries over: each is claimed");
                         }
-                        me.backlog.store(!list.is_empty(), Ordering::SeqCst);
+                        // Found none, it may still have left some: those of a
+                        // destination whose turns are all taken, which its
+                        // deliveries in flight free as they end.
+                        let backlog = !list.is_empty() || me.any_destination_full();
+                        me.backlog.store(backlog, Ordering::SeqCst);
                         pause = if list.is_empty() {
                             (pause * 2).min(POLL_IDLE)
                         } else {
@@ -248,6 +252,14 @@ impl Sender {
         slot.forget();
         turns.insert(to.clone(), taken + 1);
         true
+    }
+
+    /// Whether some destination has all its turns taken.
+    fn any_destination_full(&self) -> bool {
+        self.turns
+            .lock()
+            .values()
+            .any(|&taken| taken >= self.per_destination)
     }
 
     fn give_turn_back(&self, to: Option<&Destination>) {

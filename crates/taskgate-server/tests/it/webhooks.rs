@@ -821,6 +821,45 @@ both!(private_addresses_are_refused);
 /// An instance that stops in the middle of an attempt (as a crash would)
 /// leaves the delivery held until its lease ends; then another instance
 /// sends it, with the same `webhook-id`: at least once.
+/// A destination's deliveries beyond its turns wait, and go out as its
+/// deliveries in flight end: not at the sender's idle poll (up to 2 s
+/// apart once it has found nothing for a while).
+async fn a_destinations_backlog_goes_out_as_its_turns_free(backend: Backend) {
+    let Some(app) = app_configured(backend, &["0s", "5s"], |c| {
+        c.webhooks.timeout_ms = 60_000;
+        c.webhooks.max_concurrency_per_endpoint = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let hang = Arc::new(tokio::sync::Notify::new());
+    let live = app.client(&app.live);
+    let slow = Receiver::start_hanging(hang.clone()).await;
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": slow.url, "events": ["task.succeeded"] }),
+    )
+    .await
+    .expect(201);
+    for text in ["one", "two", "three"] {
+        live.call(sentiment(text)).await.expect(200);
+    }
+    slow.wait_for(1).await;
+    // One turn, taken by the first; the others wait while the sender's
+    // claims find nothing to take and its poll slows to 2 s.
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    assert_eq!(slow.got().len(), 1, "one at a time");
+    hang.notify_waiters();
+    let released = std::time::Instant::now();
+    slow.wait_for(3).await;
+    assert!(
+        released.elapsed() < Duration::from_millis(1_000),
+        "the backlog went out as the turn freed, not at a poll: {:?}",
+        released.elapsed()
+    );
+}
+
 async fn an_attempt_cut_off_is_sent_again_by_another_instance(backend: Backend) {
     let Some(mut app) = app_with_timeout(backend, &["0s", "5s"], 60_000).await else {
         return;
@@ -850,6 +889,7 @@ async fn an_attempt_cut_off_is_sent_again_by_another_instance(backend: Backend) 
     assert_eq!(got[1].body, first[0].body);
     other.stop().await.unwrap();
 }
+both!(a_destinations_backlog_goes_out_as_its_turns_free);
 both!(an_attempt_cut_off_is_sent_again_by_another_instance);
 
 /// Two instances on one PostgreSQL database: each event is sent by one.
