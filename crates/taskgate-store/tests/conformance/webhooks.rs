@@ -54,20 +54,21 @@ fn everything(account: AccountId) -> DeliveryQuery {
 async fn outbox(store: &dyn Store, account: AccountId) -> Vec<(TaskId, &'static str, String)> {
     let mut rows = store.list_deliveries(&everything(account)).await.unwrap();
     rows.reverse();
-    rows.into_iter()
-        .map(|d| {
-            let to = match (d.endpoint_id, d.url) {
-                (Some(e), _) => e.to_string(),
-                (None, Some(url)) => url,
-                (None, None) => panic!("a delivery goes somewhere"),
-            };
-            (
-                d.task_id.expect("a task's event"),
-                d.event_type.as_str(),
-                to,
-            )
-        })
-        .collect()
+    rows.iter().map(key).collect()
+}
+
+/// `(task, event, endpoint or url)` of a delivery.
+fn key(d: &WebhookDelivery) -> (TaskId, &'static str, String) {
+    let to = match (d.endpoint_id, &d.url) {
+        (Some(e), _) => e.to_string(),
+        (None, Some(url)) => url.clone(),
+        (None, None) => panic!("a delivery goes somewhere"),
+    };
+    (
+        d.task_id.expect("a task's event"),
+        d.event_type.as_str(),
+        to,
+    )
 }
 
 pub async fn endpoints_are_kept_per_account_and_mode(store: Arc<dyn Store>) {
@@ -262,14 +263,9 @@ pub async fn deliveries_handed_over_are_the_same_deliveries(store: Arc<dyn Store
     );
     for c in &handed {
         let d = &c.delivery;
-        let to = match (d.endpoint_id, &d.url) {
-            (Some(id), _) => id.to_string(),
-            (None, Some(url)) => url.clone(),
-            (None, None) => panic!("a delivery goes somewhere"),
-        };
-        let key = (d.task_id.unwrap(), d.event_type.as_str(), to);
-        assert!(got.contains(&key), "{key:?} was written");
-        assert_eq!(ids.get(&d.seq), Some(&key), "as the row of its seq");
+        let row = key(d);
+        assert!(got.contains(&row), "{row:?} was written");
+        assert_eq!(ids.get(&d.seq), Some(&row), "as the row of its seq");
         assert_eq!(c.endpoint.as_ref().map(|e| e.id), d.endpoint_id);
         assert_eq!(c.task.as_ref().map(|t| t.id), d.task_id);
     }
@@ -384,17 +380,7 @@ async fn writes_every_changes_deliveries(
     page.before = Some(first[1].seq);
     let second = store.list_deliveries(&page).await.unwrap();
     assert!(second[0].seq < first[1].seq, "newest first, then older");
-    let by_seq = rows
-        .iter()
-        .map(|d| {
-            let to = match (d.endpoint_id, &d.url) {
-                (Some(id), _) => id.to_string(),
-                (None, Some(url)) => url.clone(),
-                (None, None) => panic!("a delivery goes somewhere"),
-            };
-            (d.seq, (d.task_id.unwrap(), d.event_type.as_str(), to))
-        })
-        .collect();
+    let by_seq = rows.iter().map(|d| (d.seq, key(d))).collect();
     (sorted(want), by_seq)
 }
 
