@@ -521,34 +521,15 @@ fn enqueue_webhooks(
             .then(|| (h.sink.runner().clone(), h.sink.lease_end(at)))
     });
     let Some((runner, lease_until)) = holder.flatten() else {
+        // No sender to hand them to: one statement writes them all, unheld.
         let mut stmt = conn.prepare_cached(crate::ENQUEUE_WEBHOOKS)?;
         bind(&mut stmt, &[&account, &mode, &task_id, &bits, &at])?;
         stmt.raw_execute()?;
         return Ok(());
     };
-    // The same deliveries as the statement's, found here: each enabled
-    // endpoint of the account and mode wanting one of the events, then the
-    // call's own webhook. Each is written held if its destination has a
-    // turn free, else unheld for the claim.
-    let mut wanted = Vec::new();
-    {
-        let mut stmt = conn.prepare_cached(crate::webhooks::ENDPOINTS_WANTING)?;
-        bind(&mut stmt, &[&account, &mode, &bits])?;
-        let mut rows = stmt.raw_query();
-        while let Some(row) = rows.next()? {
-            let e = endpoint_from_row(row)?;
-            wanted.push((e.events.bits() & bits, Destination::Endpoint(e.id), Some(e)));
-        }
-    }
-    {
-        let mut stmt = conn.prepare_cached(crate::webhooks::TASK_WEBHOOK)?;
-        bind(&mut stmt, &[&task_id])?;
-        let mut rows = stmt.raw_query();
-        if let Some(row) = rows.next()? {
-            let (url, events): (String, i64) = (column(row, 0)?, column(row, 1)?);
-            wanted.push((events & bits, Destination::Url(url), None));
-        }
-    }
+    // The same deliveries, one by one: each held if its destination has a
+    // turn free, else written unheld for the claim.
+    let wanted = destinations_wanting(conn, account, mode, task_id, bits)?;
     let mut record = record.filter(|t| t.id == task_id).cloned();
     for (events, to, endpoint) in wanted {
         for event in WebhookEvent::ALL
@@ -626,6 +607,37 @@ fn enqueue_webhooks(
         }
     }
     Ok(())
+}
+
+/// The destinations of task `task_id`'s events `bits`, as
+/// [`crate::ENQUEUE_WEBHOOKS`] finds them: each enabled endpoint of the
+/// account and mode wanting one of the events (with the endpoint, for the
+/// handoff), then the call's own webhook; each with the events it wants.
+fn destinations_wanting(
+    conn: &rusqlite::Connection,
+    account: AccountId,
+    mode: Mode,
+    task_id: TaskId,
+    bits: i64,
+) -> StoreResult<Vec<(i64, Destination, Option<WebhookEndpoint>)>> {
+    let mut wanted = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(crate::webhooks::ENDPOINTS_WANTING)?;
+        bind(&mut stmt, &[&account, &mode, &bits])?;
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next()? {
+            let e = endpoint_from_row(row)?;
+            wanted.push((e.events.bits() & bits, Destination::Endpoint(e.id), Some(e)));
+        }
+    }
+    let mut stmt = conn.prepare_cached(crate::webhooks::TASK_WEBHOOK)?;
+    bind(&mut stmt, &[&task_id])?;
+    let mut rows = stmt.raw_query();
+    if let Some(row) = rows.next()? {
+        let (url, events): (String, i64) = (column(row, 0)?, column(row, 1)?);
+        wanted.push((events & bits, Destination::Url(url), None));
+    }
+    Ok(wanted)
 }
 
 /// [`Transition::Claim`] of a queued task: the claimed task, if it was.
