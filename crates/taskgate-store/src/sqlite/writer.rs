@@ -66,20 +66,7 @@ where
 {
     fn run(&mut self, conn: &Connection) {
         let Some(work) = self.work.take() else { return };
-        let mark = handoff::mark();
-        let result = exec(conn, "SAVEPOINT job")
-            .map_err(StoreError::from)
-            .and_then(|()| match work(conn) {
-                Ok(v) => exec(conn, "RELEASE job").map(|()| v).map_err(Into::into),
-                Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
-                    Err(e)
-                }
-            });
-        if result.is_err() {
-            handoff::undo_to(mark);
-        }
-        self.result = Some(result);
+        self.result = Some(in_savepoint(conn, work));
     }
 
     fn answer(self: Box<Self>, committed: Result<(), &StoreError>) {
@@ -283,8 +270,21 @@ impl Writer {
             (Err(_), _) => return Err(work),
         }
         let handoff = handoff::begin(self.shared.sink.get());
-        run_waiting(&self.shared, &conn);
-        let done = commit(&conn, work);
+        // The waiting writes first (a claim counts what they end); then
+        // `work` in a savepoint of its own, so that its failure does not
+        // undo them.
+        let done = if run_waiting(&self.shared, &conn) {
+            let done = in_savepoint(&conn, work);
+            match exec(&conn, "COMMIT") {
+                Ok(()) => done,
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    Err(e.into())
+                }
+            }
+        } else {
+            commit(&conn, work)
+        };
         if done.is_ok() {
             handoff.committed();
         }
@@ -308,11 +308,36 @@ fn commit<T>(
     result
 }
 
+/// `work` in a savepoint of the open transaction: undone alone if it fails,
+/// with the deliveries it held for the sender given back.
+fn in_savepoint<T>(
+    conn: &Connection,
+    work: impl FnOnce(&Connection) -> StoreResult<T>,
+) -> StoreResult<T> {
+    let mark = handoff::mark();
+    let result = exec(conn, "SAVEPOINT job")
+        .map_err(StoreError::from)
+        .and_then(|()| match work(conn) {
+            Ok(v) => exec(conn, "RELEASE job").map(|()| v).map_err(Into::into),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                Err(e)
+            }
+        });
+    if result.is_err() {
+        handoff::undo_to(mark);
+    }
+    result
+}
+
 /// The writes waiting for a transaction ([`Writer::run_soon`]), made in the
 /// one open on `conn`, each in a savepoint: one that fails is undone alone
-/// and logged.
-fn run_waiting(shared: &Shared, conn: &Connection) {
+/// and logged. Called where nothing after it can undo the transaction but
+/// its commit failing (then they are lost: each is one whose loss costs
+/// only doing it again). Whether there were any.
+fn run_waiting(shared: &Shared, conn: &Connection) -> bool {
     let waiting = std::mem::take(&mut *shared.soon.lock());
+    let any = !waiting.is_empty();
     for work in waiting {
         let done = exec(conn, "SAVEPOINT soon")
             .map_err(StoreError::from)
@@ -320,9 +345,10 @@ fn run_waiting(shared: &Shared, conn: &Connection) {
             .and_then(|()| exec(conn, "RELEASE soon").map_err(StoreError::from));
         if let Err(e) = done {
             let _ = conn.execute_batch("ROLLBACK TO soon; RELEASE soon");
-            tracing::warn!(error = %e, "a deferred write failed; it is made again later");
+            tracing::warn!(error = %e, "a deferred write failed and was dropped");
         }
     }
+    any
 }
 
 /// Runs `sql`, a statement without values (`BEGIN IMMEDIATE`, `COMMIT`, a
@@ -447,8 +473,11 @@ fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
     let written = exec(&conn, "BEGIN IMMEDIATE")
         .map_err(StoreError::from)
         .and_then(|()| {
-            run_waiting(shared, &conn);
-            commit(&conn, |conn| held.write_all(conn, before))
+            commit(&conn, |conn| {
+                let written = held.write_all(conn, before)?;
+                run_waiting(shared, conn);
+                Ok(written)
+            })
         });
     match written {
         Ok(_) => handoff.committed(),
@@ -581,7 +610,13 @@ mod soon_tests {
             "with that commit; the failing one undone alone"
         );
 
+        // A job that fails undoes its transaction, not the waiting writes.
         writer.run_soon(|conn| Ok(conn.execute("INSERT INTO t VALUES (3)", []).map(drop)?));
+        let failed = runtime.block_on(writer.run(|conn| {
+            conn.execute("INSERT INTO t VALUES (NULL)", [])?;
+            Ok(())
+        }));
+        assert!(failed.is_err());
         let started = Instant::now();
         while rows(&path) < 3 {
             assert!(
