@@ -198,18 +198,29 @@ fn public_v6(ip: Ipv6Addr) -> bool {
         || s[0] == 0x2002) // 6to4: embeds an IPv4 address we do not check
 }
 
-/// A resolver for an HTTP client that keeps only the addresses `policy`
-/// permits: the client connects to nothing else, whatever a name resolves
-/// to at the moment it connects (no DNS rebinding between a check and a
-/// connection). Webhook deliveries use it too.
-pub fn guarded_resolver(policy: FetchPolicy) -> Arc<GuardedResolver> {
-    Arc::new(GuardedResolver {
-        policy: Arc::new(policy),
-    })
+/// `host`'s addresses by the system resolver, only those `policy` permits
+/// kept (all of them without one); an error if none is left. What an HTTP
+/// client's resolver answers so that it connects to nothing else, whatever
+/// a name resolves to at the moment it connects (no DNS rebinding between
+/// a check and a connection): the fetcher's, and webhook deliveries'.
+pub async fn permitted_addrs(
+    host: &str,
+    policy: Option<&FetchPolicy>,
+) -> std::io::Result<Vec<SocketAddr>> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
+        .await?
+        .filter(|a| policy.is_none_or(|p| p.permits(a.ip())))
+        .collect();
+    if addrs.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{host} does not resolve to a public address"
+        )));
+    }
+    Ok(addrs)
 }
 
 /// Resolves names with the system resolver and keeps only permitted addresses.
-pub struct GuardedResolver {
+struct GuardedResolver {
     policy: Arc<FetchPolicy>,
 }
 
@@ -217,14 +228,7 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.policy.clone();
         Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .filter(|a| policy.permits(a.ip()))
-                .collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} does not resolve to a public address").into());
-            }
+            let addrs = permitted_addrs(name.as_str(), Some(&policy)).await?;
             let addrs: Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })

@@ -26,7 +26,7 @@ use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use taskgate_core::trace::{SpanKind, Tracer};
 use taskgate_core::{Clock, DeliveryAttempt, Timestamp, WebhookSecret, webhook};
-use taskgate_providers::upstream::fetch::{FetchPolicy, url_refusal};
+use taskgate_providers::upstream::fetch::{FetchPolicy, permitted_addrs, url_refusal};
 
 use crate::config::WebhooksConfig;
 
@@ -339,16 +339,7 @@ impl tower::Service<Name> for Dns {
     fn call(&mut self, name: Name) -> Self::Future {
         let guard = self.guard.clone();
         Box::pin(async move {
-            let host = name.as_str();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
-                .await?
-                .filter(|a| guard.as_ref().is_none_or(|p| p.permits(a.ip())))
-                .collect();
-            if addrs.is_empty() {
-                return Err(io::Error::other(format!(
-                    "{host} does not resolve to a public address"
-                )));
-            }
+            let addrs = permitted_addrs(name.as_str(), guard.as_deref()).await?;
             Ok(addrs.into_iter())
         })
     }
