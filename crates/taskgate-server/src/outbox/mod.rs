@@ -182,7 +182,7 @@ impl Sender {
                                 &tokio::runtime::Handle::current(),
                                 d,
                                 now,
-                                turn,
+                                (turn, true),
                                 &outbox,
                                 &shutdown,
                             );
@@ -199,14 +199,15 @@ impl Sender {
         }
     }
 
-    /// Sends `d` (held since `claimed_at`) with its `turn`. Abandoned at a
+    /// Sends `d` (held since `claimed_at`) with its `turn`, `from_claim` if
+    /// the claim gave it (else the store handed it over). Abandoned at a
     /// stop: sent again once its lease ends.
     fn spawn_delivery(
         self: &Arc<Self>,
         runtime: &tokio::runtime::Handle,
         d: ClaimedDelivery,
         claimed_at: Timestamp,
-        turn: Turn,
+        (turn, from_claim): (Turn, bool),
         outbox: &Arc<Outbox>,
         stop: &CancellationToken,
     ) {
@@ -221,7 +222,10 @@ impl Sender {
             drop(turn);
             // Its destination has a turn free: the next of its backlog goes
             // now, not at the next poll (wake-ups coalesce into one claim).
-            if done && sender.backlog.load(Ordering::SeqCst) {
+            // A claimed one always looks: the claim may have left some of its
+            // destination's, held elsewhere (another instance's turns). One
+            // handed over looks only if the claim may find some.
+            if done && (from_claim || sender.backlog.load(Ordering::SeqCst)) {
                 outbox.wake();
             }
         });
@@ -445,7 +449,7 @@ impl DeliverySink for Lane {
                 &self.runtime,
                 d,
                 held_at,
-                turn,
+                (turn, false),
                 &self.outbox,
                 &self.shutdown,
             );
