@@ -320,6 +320,60 @@ macro_rules! delivery_columns {
 }
 pub(crate) use delivery_columns;
 
+/// A page of the delivery log, newest first, by the index that finds it
+/// without reading the rest of the account's log: a task's deliveries by
+/// `webhook_deliveries_task`, an endpoint's by `webhook_deliveries_endpoint`,
+/// else the account's by `webhook_deliveries_owner`. The cursor is always a
+/// range on `seq` (`i64::MAX` for the first page): with it SQLite's planner,
+/// which has no statistics, takes the narrower index; with only equalities it
+/// takes the owner index and reads every delivery of the account to find one
+/// task's (`sqlite/statement_tests.rs`).
+pub(crate) enum DeliveryPage {
+    /// `$1` account, `$2` mode, `$3` task, `$4` before, `$5` endpoint or
+    /// NULL, `$6` status or NULL, `$7` limit.
+    Task,
+    /// `$1` account, `$2` mode, `$3` endpoint, `$4` before, `$5` status or
+    /// NULL, `$6` limit.
+    Endpoint,
+    /// `$1` account, `$2` mode, `$3` before, `$4` status or NULL, `$5` limit.
+    Account,
+}
+
+impl DeliveryPage {
+    pub(crate) fn of(q: &DeliveryQuery) -> Self {
+        match (q.task_id, q.endpoint_id) {
+            (Some(_), _) => Self::Task,
+            (None, Some(_)) => Self::Endpoint,
+            (None, None) => Self::Account,
+        }
+    }
+
+    pub(crate) fn sql(&self) -> &'static str {
+        match self {
+            Self::Task => concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM webhook_deliveries WHERE account_id = $1 AND mode = $2 AND task_id = $3 \
+                 AND seq < $4 AND ($5 IS NULL OR endpoint_id = $5) AND ($6 IS NULL OR status = $6) \
+                 ORDER BY seq DESC LIMIT $7"
+            ),
+            Self::Endpoint => concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM webhook_deliveries WHERE account_id = $1 AND mode = $2 \
+                 AND endpoint_id = $3 AND seq < $4 AND ($5 IS NULL OR status = $5) \
+                 ORDER BY seq DESC LIMIT $6"
+            ),
+            Self::Account => concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM webhook_deliveries WHERE account_id = $1 AND mode = $2 AND seq < $3 \
+                 AND ($4 IS NULL OR status = $4) ORDER BY seq DESC LIMIT $5"
+            ),
+        }
+    }
+}
+
 /// An attempt's outcome written, if its sender still holds the delivery:
 /// `$1` seq, `$2` runner, `$3` status, `$4` attempts (with this one, from
 /// [`attempts_after`]), `$5` payload, `$6` next attempt, `$7` claimed at. A
@@ -531,10 +585,13 @@ macro_rules! impl_webhooks {
                     .await?
                     .rows_affected();
                     if gone == 1 {
+                        // By the outbox's index of what is due (an endpoint's
+                        // id is never a URL), not the endpoint's whole log.
                         sqlx::query(
                             "UPDATE webhook_deliveries SET next_attempt_at = NULL, \
                              status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END \
-                             WHERE endpoint_id = $1 AND next_attempt_at IS NOT NULL",
+                             WHERE COALESCE(endpoint_id, url) = $1 AND endpoint_id = $1 \
+                             AND next_attempt_at IS NOT NULL",
                         )
                         .bind(id)
                         .execute(&mut *tx)
@@ -780,23 +837,22 @@ macro_rules! impl_webhooks {
                 ) -> $crate::StoreResult<Vec<$crate::WebhookDelivery>> {
                     use $crate::backend::HotPath as _;
                     self.hot_visible_deliveries().await?;
-                    Ok(sqlx::query_as(concat!(
-                        "SELECT ",
-                        $crate::webhooks::delivery_columns!(),
-                        " FROM webhook_deliveries WHERE account_id = $1 AND mode = $2 \
-                         AND ($3 IS NULL OR endpoint_id = $3) AND ($4 IS NULL OR task_id = $4) \
-                         AND ($5 IS NULL OR status = $5) AND ($6 IS NULL OR seq < $6) \
-                         ORDER BY seq DESC LIMIT $7"
-                    ))
-                    .bind(q.account_id)
-                    .bind(q.mode)
-                    .bind(q.endpoint_id)
-                    .bind(q.task_id)
-                    .bind(q.status)
-                    .bind(q.before)
-                    .bind(q.limit)
-                    .fetch_all(self.reader())
-                    .await?)
+                    use $crate::webhooks::DeliveryPage;
+                    let page = DeliveryPage::of(q);
+                    let before = q.before.unwrap_or(i64::MAX);
+                    let query = sqlx::query_as(page.sql()).bind(q.account_id).bind(q.mode);
+                    let query = match page {
+                        DeliveryPage::Task => query
+                            .bind(q.task_id)
+                            .bind(before)
+                            .bind(q.endpoint_id)
+                            .bind(q.status),
+                        DeliveryPage::Endpoint => {
+                            query.bind(q.endpoint_id).bind(before).bind(q.status)
+                        }
+                        DeliveryPage::Account => query.bind(before).bind(q.status),
+                    };
+                    Ok(query.bind(q.limit).fetch_all(self.reader()).await?)
                 }
 
                 async fn retry_delivery(

@@ -139,3 +139,106 @@ fn a_page_of_tasks_is_prepared_once() {
         assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0, "{sql}");
     }
 }
+
+/// A page of the delivery log (`webhooks::DeliveryPage`) with these values:
+/// how many deliveries it found, and the VM steps it took.
+fn page(conn: &Connection, q: &crate::DeliveryQuery) -> (usize, usize) {
+    use crate::webhooks::DeliveryPage;
+    let steps = Arc::new(AtomicUsize::new(0));
+    let counted = steps.clone();
+    conn.progress_handler(
+        1,
+        Some(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            false
+        }),
+    )
+    .unwrap();
+    let p = DeliveryPage::of(q);
+    let before = q.before.unwrap_or(i64::MAX);
+    let status = q.status.map(|s| s.as_str());
+    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&q.account_id, &q.mode];
+    match p {
+        DeliveryPage::Task => values.extend([
+            &q.task_id as &dyn rusqlite::ToSql,
+            &before,
+            &q.endpoint_id,
+            &status,
+        ]),
+        DeliveryPage::Endpoint => {
+            values.extend([&q.endpoint_id as &dyn rusqlite::ToSql, &before, &status])
+        }
+        DeliveryPage::Account => values.extend([&before as &dyn rusqlite::ToSql, &status]),
+    }
+    values.push(&q.limit);
+    let mut stmt = conn.prepare_cached(p.sql()).unwrap();
+    let found = stmt
+        .query_map(values.as_slice(), |_| Ok(()))
+        .unwrap()
+        .count();
+    conn.progress_handler(1, None::<fn() -> bool>).unwrap();
+    (found, steps.load(Ordering::Relaxed))
+}
+
+/// A task's deliveries, or a quiet endpoint's, are found by their own index,
+/// not by reading the account's whole log back from its newest: before
+/// issue 30 every filter was `($N IS NULL OR column = $N)`, which no index
+/// serves, so SQLite read the 20,000 deliveries newer than the first task's.
+#[test]
+fn a_page_of_the_delivery_log_reads_what_it_shows() {
+    let conn = migrated();
+    let (account, busy, quiet) = (
+        AccountId::new(),
+        WebhookEndpointId::new(),
+        WebhookEndpointId::new(),
+    );
+    let first = taskgate_core::TaskId::new();
+    let mut insert = conn
+        .prepare(
+            "INSERT INTO webhook_deliveries (account_id, mode, event_type, task_id, endpoint_id, \
+             status, attempts, created_at) VALUES (?1, 'live', 'task.succeeded', ?2, ?3, \
+             'succeeded', '[]', ?4)",
+        )
+        .unwrap();
+    insert.execute(params![account, first, quiet, 0]).unwrap();
+    for at in 1..=20_000 {
+        let task = taskgate_core::TaskId::new();
+        insert.execute(params![account, task, busy, at]).unwrap();
+    }
+    drop(insert);
+    let mut q = crate::DeliveryQuery {
+        account_id: account,
+        mode: taskgate_core::Mode::Live,
+        endpoint_id: None,
+        task_id: Some(first),
+        status: None,
+        before: None,
+        limit: 10,
+    };
+    let (found, steps) = page(&conn, &q);
+    assert_eq!(found, 1);
+    assert!(steps < 200, "{steps} VM steps for a task's one delivery");
+    q.task_id = None;
+    q.endpoint_id = Some(quiet);
+    let (found, steps) = page(&conn, &q);
+    assert_eq!(found, 1);
+    assert!(
+        steps < 200,
+        "{steps} VM steps for a quiet endpoint's one delivery"
+    );
+    q.endpoint_id = Some(busy);
+    q.before = Some(10_000);
+    let (found, steps) = page(&conn, &q);
+    assert_eq!(found, 10);
+    assert!(
+        steps < 1_000,
+        "{steps} VM steps for a page of a busy endpoint's"
+    );
+    q.endpoint_id = None;
+    let (found, steps) = page(&conn, &q);
+    assert_eq!(found, 10);
+    assert!(
+        steps < 1_000,
+        "{steps} VM steps for a page of the account's"
+    );
+}
