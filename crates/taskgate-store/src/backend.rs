@@ -67,6 +67,13 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// store write, or `None` where one process owns it.
     async fn listen_task_ends(&self) -> StoreResult<Option<mpsc::Receiver<TaskEnd>>>;
 
+    /// [`crate::WebhookStore::deliveries_written`]: a word each time any
+    /// process sharing the store commits deliveries, or `None` where one
+    /// process owns it (its writer tells its sender itself).
+    async fn listen_deliveries_written(&self) -> StoreResult<Option<mpsc::Receiver<()>>> {
+        Ok(None)
+    }
+
     /// Told before a webhook endpoint or a call's webhook is first written:
     /// a backend whose hot path skips the webhooks' statement while there
     /// are none starts running it from here on.

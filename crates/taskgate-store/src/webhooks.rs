@@ -190,6 +190,12 @@ pub trait WebhookStore: Send + Sync {
     /// claim ([`DeliverySink`]). False where the store cannot (PostgreSQL:
     /// several instances share the outbox, and each claims).
     fn deliver_fresh_to(&self, sink: std::sync::Arc<dyn DeliverySink>) -> bool;
+    /// A word each time deliveries are committed by any process sharing the
+    /// store, so that its senders claim them at once (PostgreSQL); `None`
+    /// where one process owns the store and hands its deliveries over
+    /// ([`WebhookStore::deliver_fresh_to`]). Words missed while the
+    /// connection is re-made leave deliveries to the sender's poll.
+    async fn deliveries_written(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>>;
 }
 
 /// This process's webhook sender, as a store sees it: the store holds for it
@@ -915,6 +921,13 @@ macro_rules! impl_webhooks {
                 ) -> bool {
                     use $crate::backend::HotPath as _;
                     self.hot_deliver_fresh_to(sink)
+                }
+
+                async fn deliveries_written(
+                    &self,
+                ) -> $crate::StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
+                    use $crate::backend::SqlBackend as _;
+                    self.listen_deliveries_written().await
                 }
 
                 async fn purge_deliveries(

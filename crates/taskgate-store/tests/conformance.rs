@@ -158,6 +158,7 @@ conformance! {
         claims_take_turns_per_destination,
         a_claim_reads_what_its_attempt_needs,
         fresh_deliveries_go_to_the_sender_in_their_commit,
+        senders_hear_of_deliveries_as_they_are_written,
         deliveries_handed_over_are_the_same_deliveries,
     ],
     audit: [

@@ -19,7 +19,8 @@
 //! store's `DeliverySink`). It goes out at once, with the task as written
 //! and its endpoint as read in that commit. The claim then only looks when
 //! something is left for it: a delivery written unheld, one due again, one
-//! whose lease ran out.
+//! whose lease ran out. Where instances share the store (PostgreSQL), each
+//! commit of deliveries wakes every instance's claim instead.
 
 mod attempt;
 mod payload;
@@ -138,6 +139,15 @@ impl Sender {
             shutdown: shutdown.clone(),
             runtime: tokio::runtime::Handle::current(),
         }));
+        // Where instances share the store, every one's commits of deliveries
+        // wake every sender (PostgreSQL's notifications).
+        let mut written = match me.store.deliveries_written().await {
+            Ok(words) => words,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot follow webhook deliveries as they are written; they wait for the sender's poll");
+                None
+            }
+        };
         let mut pause = POLL_EVERY;
         loop {
             let free = me.slots.available_permits().min(CLAIM_AT_MOST as usize) as i64;
@@ -194,6 +204,10 @@ impl Sender {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = outbox.wake.notified() => pause = POLL_EVERY,
+                () = next_word(&mut written) => {
+                    me.backlog.store(true, Ordering::SeqCst);
+                    pause = POLL_EVERY;
+                }
                 () = tokio::time::sleep(pause) => {}
             }
         }
@@ -392,6 +406,18 @@ impl Sender {
         let next = at.unix_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
         (DeliveryStatus::Failed, Some(Timestamp::from_unix_ms(next)))
     }
+}
+
+/// The next word that deliveries were written; never, without words (or
+/// once they end).
+async fn next_word(words: &mut Option<tokio::sync::mpsc::Receiver<()>>) {
+    if let Some(rx) = words
+        && rx.recv().await.is_some()
+    {
+        return;
+    }
+    *words = None;
+    std::future::pending().await
 }
 
 /// Until when a delivery held at `now` is held: long enough for one

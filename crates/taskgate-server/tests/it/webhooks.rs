@@ -892,6 +892,40 @@ async fn an_attempt_cut_off_is_sent_again_by_another_instance(backend: Backend) 
 both!(a_destinations_backlog_goes_out_as_its_turns_free);
 both!(an_attempt_cut_off_is_sent_again_by_another_instance);
 
+/// A sender with nothing to do polls 2 s apart, yet a task's event goes out
+/// as soon as it is written: on SQLite the writer hands it to the sender in
+/// its commit; on PostgreSQL the commit's notification wakes every
+/// instance's sender. Without either, each arrives 0–2 s after the answer,
+/// under 0.6 s about one time in three.
+async fn an_idle_sender_sends_an_event_at_once(backend: Backend) {
+    let Some(app) = webhook_app(backend).await else {
+        return;
+    };
+    let rx = Receiver::start().await;
+    let live = app.client(&app.live);
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": rx.url, "events": ["task.succeeded"] }),
+    )
+    .await
+    .expect(201);
+    for round in 1..=2 {
+        // Four claims that found nothing: the sender's pause is 2 s now.
+        tokio::time::sleep(Duration::from_millis(4_500)).await;
+        live.call(sentiment(&format!("round {round}")))
+            .await
+            .expect(200);
+        let answered = std::time::Instant::now();
+        rx.wait_for(round).await;
+        let took = answered.elapsed();
+        assert!(
+            took < Duration::from_millis(600),
+            "round {round}: sent {took:?} after the answer"
+        );
+    }
+}
+both!(an_idle_sender_sends_an_event_at_once);
+
 /// Two instances on one PostgreSQL database: each event is sent by one.
 async fn two_instances_send_each_event_once(backend: Backend) {
     let Some(app) = webhook_app(backend).await else {

@@ -24,6 +24,8 @@ const BATCH_WRITERS: u32 = 2;
 
 /// The channel of migration 0007's notifications.
 const TASK_ENDED: &str = "taskgate_task_ended";
+/// The channel of migration 0016's notifications.
+const DELIVERIES_WRITTEN: &str = "taskgate_deliveries_written";
 
 static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     Statements::new(&Dialect {
@@ -123,6 +125,38 @@ impl SqlBackend for PgStore {
                             return;
                         }
                         tracing::warn!(error = %e, "cannot follow task ends; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Some(rx))
+    }
+
+    /// Follows the `taskgate_deliveries_written` notifications (migration
+    /// 0016) on a connection of its own, re-made after a loss, until the
+    /// receiver is dropped. Words not yet taken fold into one; a loss is a
+    /// word too (some may have been missed).
+    async fn listen_deliveries_written(&self) -> StoreResult<Option<mpsc::Receiver<()>>> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(DELIVERIES_WRITTEN).await?;
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            loop {
+                let got = listener.try_recv().await;
+                if tx.is_closed() {
+                    return;
+                }
+                match got {
+                    Ok(Some(_)) => {
+                        let _ = tx.try_send(());
+                    }
+                    Ok(None) => {
+                        tracing::warn!("lost the webhook deliveries' notifications; reconnecting");
+                        let _ = tx.try_send(());
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot follow webhook deliveries; retrying");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }

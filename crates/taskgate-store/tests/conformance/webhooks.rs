@@ -835,3 +835,44 @@ pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn St
     assert_eq!(row.attempts.0.len(), 1, "its attempt kept");
     assert_eq!(sink.given_back.load(Ordering::SeqCst), 0);
 }
+
+/// Where instances share the store, every one's sender hears of each commit
+/// that writes deliveries, so none waits for its poll; a commit that writes
+/// none says nothing. Where one process owns the store, its writer hands its
+/// deliveries over instead.
+pub async fn senders_hear_of_deliveries_as_they_are_written(store: Arc<dyn Store>) {
+    let Some(mut words) = store.deliveries_written().await.unwrap() else {
+        assert_eq!(store.backend(), "sqlite", "one process owns the store");
+        return;
+    };
+    let mut other_instance = store.deliveries_written().await.unwrap().unwrap();
+    let acme = new_account(&*store, "Acme").await;
+    let e = endpoint(acme.id, Mode::Live, &[WebhookEvent::TaskSucceeded]);
+    store.create_endpoint(&e, &by()).await.unwrap();
+
+    // No endpoint wants a failure: no delivery, no word.
+    let failed = running_task(&*store, acme.id, "runner-1", T0, T0 + MINUTE).await;
+    assert!(
+        store
+            .finish_task(failed.id, &finish("failed", 0, T0 + 5, None))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(words.try_recv().is_err(), "no delivery was written");
+
+    let ok = running_task(&*store, acme.id, "runner-1", T0, T0 + MINUTE).await;
+    assert!(
+        store
+            .finish_task(ok.id, &finish("succeeded", 0, T0 + 5, None))
+            .await
+            .unwrap()
+    );
+    for rx in [&mut words, &mut other_instance] {
+        tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+            .await
+            .expect("told within 10 s")
+            .expect("still following");
+    }
+    assert_eq!(outbox(&*store, acme.id).await.len(), 1);
+}
