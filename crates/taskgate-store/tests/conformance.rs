@@ -214,6 +214,14 @@ mod raw {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_concurrent_claims_never_take_one_delivery_twice() {
+        crate::harness::postgres_with_url(
+            crate::webhooks::concurrent_claims_never_take_one_delivery_twice,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_corrupt_values_name_their_column() {
         crate::harness::postgres_with_url(crate::corrupt::corrupt_values_name_their_column).await;
     }

@@ -191,8 +191,12 @@ const SETTLE_TASK: &str = concat!(
 /// are counted in the index of held ones, and each gives at most `$6` less
 /// those of its earliest due ones, not held, from the first index. Those
 /// are ranked (destinations taking turns) and the first `$4` are held,
-/// skipping rows another sender is claiming. SQLite claims in steps of its
-/// own (`sqlite/claim.rs`).
+/// skipping rows another sender is claiming. The locking part tests each
+/// row again (PostgreSQL reads a row another claim changed and committed
+/// meanwhile as it is now, and only the locking part's conditions are
+/// tested on it): without that, a claim that read a delivery as free
+/// before another claim's commit held it too, and it was sent twice.
+/// SQLite claims in steps of its own (`sqlite/claim.rs`).
 const CLAIM_DELIVERIES: &str = concat!(
     "WITH RECURSIVE waiting(dest) AS (",
     "SELECT MIN(COALESCE(endpoint_id, url)) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL ",
@@ -210,7 +214,9 @@ const CLAIM_DELIVERIES: &str = concat!(
     "ORDER BY y.next_attempt_at LIMIT $6) w WHERE dests.free > 0) ",
     "UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN ",
     "(SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM picked ",
-    "WHERE turn <= free ORDER BY turn, next_attempt_at LIMIT $4) FOR UPDATE SKIP LOCKED) RETURNING ",
+    "WHERE turn <= free ORDER BY turn, next_attempt_at LIMIT $4) AND next_attempt_at <= $2 ",
+    "AND (lease_until IS NULL OR lease_until < $2 OR ($5 IS NOT NULL AND runner = $5)) ",
+    "FOR UPDATE SKIP LOCKED) RETURNING ",
     crate::webhooks::delivery_columns!()
 );
 

@@ -876,3 +876,55 @@ pub async fn senders_hear_of_deliveries_as_they_are_written(store: Arc<dyn Store
     }
     assert_eq!(outbox(&*store, acme.id).await.len(), 1);
 }
+
+/// Two instances' senders claiming at once never both take one delivery:
+/// a claim that read a delivery as free, then finds it taken by a claim
+/// that committed meanwhile, leaves it (PostgreSQL re-reads the row it
+/// locks, so the lease's test must be in the locking part of the claim).
+pub async fn concurrent_claims_never_take_one_delivery_twice(store: Arc<dyn Store>, url: String) {
+    let acme = new_account(&*store, "Acme").await;
+    let mut written = 0;
+    for _ in 0..20 {
+        let e = endpoint(acme.id, Mode::Live, &all_events());
+        store.create_endpoint(&e, &by()).await.unwrap();
+        for _ in 0..10 {
+            store
+                .enqueue_test(&e, r#"{"type":"webhook.test"}"#, at(T0))
+                .await
+                .unwrap();
+            written += 1;
+        }
+    }
+    let other = taskgate_store::connect(&url).await.unwrap();
+    let claim_all = |store: Arc<dyn Store>, name: &'static str| async move {
+        let mut got = Vec::new();
+        let mut empty = 0;
+        while empty < 3 {
+            let claimed = store
+                .claim_deliveries(&runner(name), at(T0 + 1), at(T0 + MINUTE), 7, 100, None)
+                .await
+                .unwrap();
+            if claimed.is_empty() {
+                empty += 1;
+            }
+            got.extend(claimed.into_iter().map(|c| c.delivery.seq));
+        }
+        got
+    };
+    let (a, b) = tokio::join!(
+        tokio::spawn(claim_all(store.clone(), "sender-1")),
+        tokio::spawn(claim_all(other, "sender-2"))
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let mut all: Vec<i64> = a.iter().chain(&b).copied().collect();
+    all.sort_unstable();
+    let claimed = all.len();
+    all.dedup();
+    assert_eq!(
+        (claimed, all.len()),
+        (written, written),
+        "each delivery claimed once ({} and {})",
+        a.len(),
+        b.len()
+    );
+}
