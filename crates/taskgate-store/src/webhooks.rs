@@ -200,14 +200,14 @@ pub trait WebhookStore: Send + Sync {
 
 /// This process's webhook sender, as a store sees it: the store holds for it
 /// the deliveries it writes (in the commit of the task's change, as any
-/// delivery) whose destination has a turn free, and hands them over once
-/// that commit is done. What a claim would do, without the claim's
+/// delivery) that the sender has room for (a turn of the destination, or a
+/// place to wait for one), and hands them over once that commit is done. What a claim would do, without the claim's
 /// transaction, its reads and its wait for the sender's next round.
 ///
 /// A delivery it holds is the sender's as a claimed one is: sent, then its
 /// outcome written by [`WebhookStore::record_delivery`]; one the sender never
-/// sends (it stopped) is claimed again once its lease ends. One whose
-/// destination has no turn free is written unheld, for the claim.
+/// sends (it stopped) is claimed again once its lease ends. One the sender
+/// has no room for is written unheld, for the claim.
 pub trait DeliverySink: Send + Sync {
     /// Who holds the deliveries handed over.
     fn runner(&self) -> &RunnerId;
@@ -216,9 +216,10 @@ pub trait DeliverySink: Send + Sync {
     /// Whether the sender can take any delivery now (a cheap look before
     /// the write; [`DeliverySink::take_turn`] decides).
     fn has_room(&self) -> bool;
-    /// Takes a turn of `destination` and of the sender, if both have one free: the delivery just written is
-    /// then held and handed over. Every turn taken comes back through
-    /// [`DeliverySink::committed`] or [`DeliverySink::give_back`].
+    /// Whether the sender takes the delivery just written to `destination`
+    /// (it has room for it: a turn of the destination, or a place to wait
+    /// for one): it is then held and handed over. Every one taken comes back
+    /// through [`DeliverySink::committed`] or [`DeliverySink::give_back`].
     fn take_turn(&self, destination: &Destination) -> bool;
     /// Deliveries held in a commit that succeeded: to be sent now.
     fn committed(&self, deliveries: Vec<ClaimedDelivery>);

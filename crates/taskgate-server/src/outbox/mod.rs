@@ -14,10 +14,12 @@
 //!
 //! Where the store can (SQLite: one process owns it), the deliveries this
 //! process writes skip the claim: the store holds each for the sender in
-//! the commit that writes it, if its destination and the sender have a
-//! turn free, and hands it over once that commit is done (`Lane`, the
-//! store's `DeliverySink`). It goes out at once, with the task as written
-//! and its endpoint as read in that commit. The claim then only looks when
+//! the commit that writes it, if the sender has room for it, and hands it
+//! over once that commit is done (`Lane`, the store's `DeliverySink`). It
+//! goes out at once, with the task as written and its endpoint as read in
+//! that commit, or, when its destination's turns are all taken, as soon as
+//! one of its deliveries being sent ends (at most as many wait as the
+//! destination has turns). The claim then only looks when
 //! something is left for it: a delivery written unheld, one due again, one
 //! whose lease ran out. Where instances share the store (PostgreSQL), each
 //! commit of deliveries wakes every instance's claim instead.
@@ -25,7 +27,7 @@
 mod attempt;
 mod payload;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -50,9 +52,15 @@ const POLL_EVERY: Duration = Duration::from_millis(250);
 /// apart: an instance without webhooks looks every 2 s, not four
 /// times a second.
 const POLL_IDLE: Duration = Duration::from_secs(2);
+/// How long the sender waits, told that deliveries were written (PostgreSQL),
+/// before it claims them: the commits of that time are claimed together. A
+/// claim is a transaction of its own; one per call would cost more than the
+/// call itself (bench/RESULTS.md, issue 30, eighth session).
+const GATHER: Duration = Duration::from_millis(25);
 /// Deliveries claimed in one round at most.
 const CLAIM_AT_MOST: i64 = 64;
-/// Attempts in flight on this instance at most.
+/// Deliveries held on this instance (being sent, or waiting for a turn) at
+/// most.
 const IN_FLIGHT_AT_MOST: usize = 256;
 
 pub struct Outbox {
@@ -100,10 +108,11 @@ struct Sender {
     config: Arc<WebhooksConfig>,
     runner: RunnerId,
     clock: Clock,
-    /// The sender's turns: attempts in flight at most.
+    /// The sender's slots: deliveries held here (being sent, or waiting for
+    /// a turn) at most.
     slots: Semaphore,
-    /// Each destination's turns taken, and how many it has.
-    turns: Mutex<HashMap<Destination, usize>>,
+    /// What each destination's deliveries held here are doing.
+    turns: Mutex<HashMap<Destination, Held>>,
     per_destination: usize,
     /// Whether the claim may find deliveries (it found some last time, a
     /// destination had no turn free then, or some were written unheld
@@ -111,16 +120,68 @@ struct Sender {
     backlog: AtomicBool,
 }
 
-/// A delivery's turns (of its destination, and of the sender), given back
-/// when it is done or abandoned.
+/// A destination's deliveries this sender holds, each with a slot of the
+/// sender's.
+#[derive(Default)]
+struct Held {
+    /// Being sent: each has a turn of the destination
+    /// (`max_concurrency_per_endpoint`).
+    sending: usize,
+    /// Held by the store for the sender in a commit not done yet.
+    promised: usize,
+    /// Held while every turn was taken, oldest first: each goes when a
+    /// delivery being sent ends, which passes its turn on (a claim in a
+    /// backlog takes up to twice the turns, so the turns go round without a
+    /// claim each). At most `max_concurrency_per_endpoint` wait, so each
+    /// waits for less than one attempt's time-out, well within its lease
+    /// (twice the time-out and 30 s); the store writes a delivery past that
+    /// bound unheld, and the claim leaves it.
+    queued: VecDeque<(ClaimedDelivery, Timestamp)>,
+}
+
+impl Held {
+    fn count(&self) -> usize {
+        self.sending + self.promised + self.queued.len()
+    }
+}
+
+/// A turn of a destination (and the slot of the sender of the delivery
+/// being sent with it), passed on to the destination's next queued
+/// delivery or given back when that is done, or when abandoned.
 struct Turn {
     sender: Arc<Sender>,
     to: Option<Destination>,
+    /// Not given back yet.
+    live: bool,
+}
+
+impl Turn {
+    /// The delivery sent with this turn is done: the destination's next
+    /// queued one, which takes the turn over, or none (the turn given back).
+    fn pass_on(&mut self) -> Option<(ClaimedDelivery, Timestamp)> {
+        if let Some(to) = &self.to {
+            let mut turns = self.sender.turns.lock();
+            if let Some(next) = turns.get_mut(to).and_then(|h| h.queued.pop_front()) {
+                drop(turns);
+                // The done delivery's slot; the next one holds its own.
+                self.sender.slots.add_permits(1);
+                return Some(next);
+            }
+        }
+        self.give_back();
+        None
+    }
+
+    fn give_back(&mut self) {
+        if std::mem::take(&mut self.live) {
+            self.sender.release(self.to.as_ref(), |h| h.sending -= 1);
+        }
+    }
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        self.sender.give_turn_back(self.to.as_ref());
+        self.give_back();
     }
 }
 
@@ -160,7 +221,8 @@ impl Sender {
                         now,
                         me.lease_end(now),
                         free,
-                        me.config.max_concurrency_per_endpoint as i64,
+                        // As many more as may wait here for a turn.
+                        2 * me.per_destination as i64,
                         reclaim.as_ref(),
                     )
                     .await;
@@ -187,7 +249,9 @@ impl Sender {
                                 return;
                             };
                             slot.forget();
-                            let turn = me.take_claimed_turn(d.delivery.destination());
+                            let Some((turn, d)) = me.turn_for(d, now, false) else {
+                                continue;
+                            };
                             me.spawn_delivery(
                                 &tokio::runtime::Handle::current(),
                                 d,
@@ -207,6 +271,8 @@ impl Sender {
                 () = next_word(&mut written) => {
                     me.backlog.store(true, Ordering::SeqCst);
                     pause = POLL_EVERY;
+                    // The words of the commits meanwhile fold into this one.
+                    tokio::time::sleep(GATHER).await;
                 }
                 () = tokio::time::sleep(pause) => {}
             }
@@ -228,14 +294,23 @@ impl Sender {
         let sender = self.clone();
         let stop = stop.clone();
         let outbox = outbox.clone();
+        let mut turn = turn;
         runtime.spawn(async move {
-            let done = tokio::select! {
-                () = stop.cancelled() => false,
-                () = sender.deliver(d, claimed_at) => true,
-            };
+            let mut next = Some((d, claimed_at));
+            let mut done = false;
+            while let Some((d, claimed_at)) = next.take() {
+                done = tokio::select! {
+                    () = stop.cancelled() => false,
+                    () = sender.deliver(d, claimed_at) => true,
+                };
+                if done {
+                    next = turn.pass_on();
+                }
+            }
             drop(turn);
-            // Its destination has a turn free: the next of its backlog goes
-            // now, not at the next poll (wake-ups coalesce into one claim).
+            // Its destination has a turn free and none waiting here: the next
+            // of its backlog in the store goes now, not at the next poll
+            // (wake-ups coalesce into one claim).
             // A claimed one always looks: the claim may have left some of its
             // destination's, held elsewhere (another instance's turns). One
             // handed over looks only if the claim may find some.
@@ -245,47 +320,72 @@ impl Sender {
         });
     }
 
-    /// The turn of a delivery the claim gave (the claim counted its
-    /// destination's turns; the sender's slot is taken already).
-    fn take_claimed_turn(self: &Arc<Self>, to: Option<Destination>) -> Turn {
-        if let Some(to) = &to {
-            *self.turns.lock().entry(to.clone()).or_insert(0) += 1;
-        }
-        Turn {
-            sender: self.clone(),
-            to,
-        }
-    }
-
-    /// A turn of `to` and of the sender, if both have one free.
-    fn try_take_turn(&self, to: &Destination) -> bool {
+    /// Whether the sender takes one more delivery of `to` from the store:
+    /// with a slot of its own free, and a turn of `to` or a place in its
+    /// queue (the delivery is then promised until its commit is done).
+    fn try_promise(&self, to: &Destination) -> bool {
         let mut turns = self.turns.lock();
-        let taken = turns.get(to).copied().unwrap_or(0);
-        if taken >= self.per_destination {
+        if turns.get(to).map_or(0, Held::count) >= 2 * self.per_destination {
             return false;
         }
         let Ok(slot) = self.slots.try_acquire() else {
             return false;
         };
         slot.forget();
-        turns.insert(to.clone(), taken + 1);
+        turns.entry(to.clone()).or_default().promised += 1;
         true
     }
 
-    /// Whether some destination has all its turns taken.
+    /// The turn `d` (held since `held_at`, its slot taken; `promised` if the
+    /// store handed it over, else the claim gave it) is sent with, or none:
+    /// queued, as every turn of its destination is taken; the next of them
+    /// to end passes its turn on.
+    fn turn_for(
+        self: &Arc<Self>,
+        d: ClaimedDelivery,
+        held_at: Timestamp,
+        promised: bool,
+    ) -> Option<(Turn, ClaimedDelivery)> {
+        let to = d.delivery.destination();
+        if let Some(to) = &to {
+            let mut turns = self.turns.lock();
+            let h = turns.entry(to.clone()).or_default();
+            if promised {
+                h.promised = h.promised.saturating_sub(1);
+            }
+            if h.sending >= self.per_destination {
+                h.queued.push_back((d, held_at));
+                return None;
+            }
+            h.sending += 1;
+        }
+        Some((
+            Turn {
+                sender: self.clone(),
+                to,
+                live: true,
+            },
+            d,
+        ))
+    }
+
+    /// Whether the claim may have left deliveries of some destination
+    /// because of what this sender holds of it.
     fn any_destination_full(&self) -> bool {
         self.turns
             .lock()
             .values()
-            .any(|&taken| taken >= self.per_destination)
+            .any(|h| h.count() >= self.per_destination)
     }
 
-    fn give_turn_back(&self, to: Option<&Destination>) {
+    /// One delivery of `to` no longer held (`less` says which kind): its
+    /// slot back.
+    fn release(&self, to: Option<&Destination>, less: impl FnOnce(&mut Held)) {
         if let Some(to) = to {
             let mut turns = self.turns.lock();
-            if let Some(taken) = turns.get_mut(to) {
-                *taken -= 1;
-                if *taken == 0 {
+            if let Some(h) = turns.get_mut(to) {
+                less(h);
+                if h.count() == 0 {
                     turns.remove(to);
                 }
             }
@@ -455,8 +555,7 @@ impl DeliverySink for Lane {
     }
 
     fn take_turn(&self, to: &Destination) -> bool {
-        self.running()
-            .is_some_and(|sender| sender.try_take_turn(to))
+        self.running().is_some_and(|sender| sender.try_promise(to))
     }
 
     fn committed(&self, deliveries: Vec<ClaimedDelivery>) {
@@ -464,12 +563,10 @@ impl DeliverySink for Lane {
             return;
         };
         for d in deliveries {
-            let to = d.delivery.destination();
             // What the claim's time is to its outcome: when it was due.
             let held_at = d.delivery.next_attempt_at.unwrap_or(d.delivery.created_at);
-            let turn = Turn {
-                sender: sender.clone(),
-                to,
+            let Some((turn, d)) = sender.turn_for(d, held_at, true) else {
+                continue;
             };
             sender.spawn_delivery(
                 &self.runtime,
@@ -487,7 +584,9 @@ impl DeliverySink for Lane {
             return;
         };
         for d in deliveries {
-            sender.give_turn_back(d.delivery.destination().as_ref());
+            sender.release(d.delivery.destination().as_ref(), |h| {
+                h.promised = h.promised.saturating_sub(1);
+            });
         }
     }
 

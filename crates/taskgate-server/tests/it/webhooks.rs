@@ -133,6 +133,44 @@ impl Receiver {
         }
     }
 
+    /// A receiver that takes `delay` over each answer; also how many
+    /// requests it had in hand at once, at most.
+    async fn start_slow(delay: Duration) -> (Self, Arc<Mutex<(usize, usize)>>) {
+        let log = Arc::new(Mutex::new(Log::default()));
+        // (now, most)
+        let busy = Arc::new(Mutex::new((0usize, 0usize)));
+        type Slow = (Arc<Mutex<Log>>, Arc<Mutex<(usize, usize)>>, Duration);
+        async fn hook(
+            State((log, busy, delay)): State<Slow>,
+            headers: HeaderMap,
+            body: Bytes,
+        ) -> StatusCode {
+            {
+                let mut b = busy.lock().unwrap();
+                b.0 += 1;
+                b.1 = b.1.max(b.0);
+            }
+            tokio::time::sleep(delay).await;
+            log.lock().unwrap().got.push(Received {
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+            busy.lock().unwrap().0 -= 1;
+            StatusCode::OK
+        }
+        let app = Router::new()
+            .route("/hook", axum::routing::post(hook))
+            .with_state((log.clone(), busy.clone(), delay));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let rx = Receiver {
+            url: format!("http://{addr}/hook"),
+            log,
+        };
+        (rx, busy)
+    }
+
     fn answer(&self, r: impl IntoResponse) {
         self.log
             .lock()
@@ -859,6 +897,45 @@ async fn a_destinations_backlog_goes_out_as_its_turns_free(backend: Backend) {
         released.elapsed()
     );
 }
+
+/// Deliveries written while their destination's turns are all taken wait
+/// for a turn (held by the sender, or left for its claim), and whichever
+/// way they go, no more than `max_concurrency_per_endpoint` are ever in
+/// flight to it; each is sent once.
+async fn a_destination_never_has_more_than_its_turns_in_flight(backend: Backend) {
+    let Some(app) = app_configured(backend, &["0s", "5s"], |c| {
+        c.webhooks.max_concurrency_per_endpoint = 2;
+    })
+    .await
+    else {
+        return;
+    };
+    let (rx, busy) = Receiver::start_slow(Duration::from_millis(150)).await;
+    let live = app.client(&app.live);
+    live.post(
+        "webhook_endpoints",
+        json!({ "url": rx.url, "events": ["task.succeeded"] }),
+    )
+    .await
+    .expect(201);
+    let calls = (0..10).map(|i| {
+        let live = &live;
+        async move { live.call(sentiment(&format!("call {i}"))).await.expect(200) }
+    });
+    futures_util::future::join_all(calls).await;
+    let got = rx.wait_for(10).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut ids: Vec<&str> = got.iter().map(|m| m.header("webhook-id")).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((rx.got().len(), ids.len()), (10, 10), "each once");
+    assert_eq!(
+        busy.lock().unwrap().1,
+        2,
+        "two in flight at most, and two at once"
+    );
+}
+both!(a_destination_never_has_more_than_its_turns_in_flight);
 
 async fn an_attempt_cut_off_is_sent_again_by_another_instance(backend: Backend) {
     let Some(mut app) = app_with_timeout(backend, &["0s", "5s"], 60_000).await else {

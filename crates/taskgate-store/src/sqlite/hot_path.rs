@@ -501,7 +501,7 @@ pub(super) static WEBHOOKS_IN_USE: AtomicBool = AtomicBool::new(false);
 /// The deliveries of task `task`'s events `bits` at `at`, in the open
 /// transaction ([`crate::ENQUEUE_WEBHOOKS`]). In a transaction of the
 /// writer's with a sink whose sender has room (`handoff.rs`), each is held
-/// for it if its destination has a turn free, with its endpoint and task
+/// for it if the sender takes it ([`crate::DeliverySink::take_turn`]), with its endpoint and task
 /// (`record`, the task as it is written, when at hand) for the handoff.
 fn enqueue_webhooks(
     conn: &rusqlite::Connection,
@@ -527,8 +527,8 @@ fn enqueue_webhooks(
         stmt.raw_execute()?;
         return Ok(());
     };
-    // The same deliveries, one by one: each held if its destination has a
-    // turn free, else written unheld for the claim.
+    // The same deliveries, one by one: each held if the sender takes it,
+    // else written unheld for the claim.
     let wanted = destinations_wanting(conn, account, mode, task_id, bits)?;
     let mut record = record.filter(|t| t.id == task_id).cloned();
     for (events, to, endpoint) in wanted {
