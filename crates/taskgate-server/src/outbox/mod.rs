@@ -234,10 +234,10 @@ impl Sender {
                         {
                             tracing::debug!("the store hands no deliveries over: each is claimed");
                         }
-                        // Found none, it may still have left some: those of a
-                        // destination whose turns are all taken, which its
-                        // deliveries in flight free as they end.
-                        let backlog = !list.is_empty() || me.any_destination_full();
+                        // It may have left some: it took as many as it could,
+                        // or a destination's turns and places here are all
+                        // taken; its deliveries free them as they end.
+                        let backlog = list.len() as i64 >= free || me.any_destination_full();
                         me.backlog.store(backlog, Ordering::SeqCst);
                         pause = if list.is_empty() {
                             (pause * 2).min(POLL_IDLE)
@@ -256,7 +256,7 @@ impl Sender {
                                 &tokio::runtime::Handle::current(),
                                 d,
                                 now,
-                                (turn, true),
+                                turn,
                                 &outbox,
                                 &shutdown,
                             );
@@ -265,29 +265,37 @@ impl Sender {
                     Err(e) => tracing::warn!(error = %e, "cannot claim webhook deliveries"),
                 }
             }
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = outbox.wake.notified() => pause = POLL_EVERY,
-                () = next_word(&mut written) => {
-                    me.backlog.store(true, Ordering::SeqCst);
-                    pause = POLL_EVERY;
-                    // The words of the commits meanwhile fold into this one.
-                    tokio::time::sleep(GATHER).await;
+            // Until the next claim: a wake (a turn freed with a backlog, a
+            // retry asked for), the poll, or GATHER after a word.
+            let polled = tokio::time::Instant::now() + pause;
+            let mut gathered: Option<tokio::time::Instant> = None;
+            loop {
+                let until = gathered.map_or(polled, |g| g.min(polled));
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = outbox.wake.notified() => {
+                        pause = POLL_EVERY;
+                        break;
+                    }
+                    () = next_word(&mut written) => {
+                        pause = POLL_EVERY;
+                        gathered.get_or_insert_with(|| tokio::time::Instant::now() + GATHER);
+                    }
+                    () = tokio::time::sleep_until(until) => break,
                 }
-                () = tokio::time::sleep(pause) => {}
             }
         }
     }
 
-    /// Sends `d` (held since `claimed_at`) with its `turn`, `from_claim` if
-    /// the claim gave it (else the store handed it over). Abandoned at a
-    /// stop: sent again once its lease ends.
+    /// Sends `d` (held since `claimed_at`) with its `turn`, then the
+    /// destination's deliveries waiting here, each as the one before ends.
+    /// Abandoned at a stop: sent again once its lease ends.
     fn spawn_delivery(
         self: &Arc<Self>,
         runtime: &tokio::runtime::Handle,
         d: ClaimedDelivery,
         claimed_at: Timestamp,
-        (turn, from_claim): (Turn, bool),
+        turn: Turn,
         outbox: &Arc<Outbox>,
         stop: &CancellationToken,
     ) {
@@ -308,13 +316,13 @@ impl Sender {
                 }
             }
             drop(turn);
-            // Its destination has a turn free and none waiting here: the next
-            // of its backlog in the store goes now, not at the next poll
-            // (wake-ups coalesce into one claim).
-            // A claimed one always looks: the claim may have left some of its
-            // destination's, held elsewhere (another instance's turns). One
-            // handed over looks only if the claim may find some.
-            if done && (from_claim || sender.backlog.load(Ordering::SeqCst)) {
+            // Its destination has a turn free and none waiting here: if the
+            // claim may have left some, the next goes now, not at the next
+            // poll (wake-ups coalesce into one claim). Not otherwise: a
+            // claim a delivery would cost more than the delivery. (What
+            // another instance holds of a destination is not seen here: a
+            // backlog it holds back goes at its ends, or at the polls.)
+            if done && sender.backlog.load(Ordering::SeqCst) {
                 outbox.wake();
             }
         });
@@ -370,12 +378,13 @@ impl Sender {
     }
 
     /// Whether the claim may have left deliveries of some destination
-    /// because of what this sender holds of it.
+    /// because of what this sender holds of it (its turns and places all
+    /// taken).
     fn any_destination_full(&self) -> bool {
         self.turns
             .lock()
             .values()
-            .any(|h| h.count() >= self.per_destination)
+            .any(|h| h.count() >= 2 * self.per_destination)
     }
 
     /// One delivery of `to` no longer held (`less` says which kind): its
@@ -572,7 +581,7 @@ impl DeliverySink for Lane {
                 &self.runtime,
                 d,
                 held_at,
-                (turn, false),
+                turn,
                 &self.outbox,
                 &self.shutdown,
             );
