@@ -234,24 +234,28 @@ impl Sender {
                         {
                             tracing::debug!("the store hands no deliveries over: each is claimed");
                         }
-                        // It may have left some: it took as many as it could,
-                        // or a destination's turns and places here are all
-                        // taken; its deliveries free them as they end.
-                        let backlog = list.len() as i64 >= free || me.any_destination_full();
-                        me.backlog.store(backlog, Ordering::SeqCst);
+                        let taken = list.len() as i64;
                         pause = if list.is_empty() {
                             (pause * 2).min(POLL_IDLE)
                         } else {
                             POLL_EVERY
                         };
+                        let mut sent_now = Vec::new();
                         for d in list {
                             let Ok(slot) = me.slots.acquire().await else {
                                 return;
                             };
                             slot.forget();
-                            let Some((turn, d)) = me.turn_for(d, now, false) else {
-                                continue;
-                            };
+                            sent_now.extend(me.turn_for(d, now, false));
+                        }
+                        // It may have left some: it took as many as it could,
+                        // or a destination's turns and places here are all
+                        // taken (counted with what it just took); their
+                        // deliveries free them as they end. Known before
+                        // any of them ends.
+                        let backlog = taken >= free || me.any_destination_full();
+                        me.backlog.store(backlog, Ordering::SeqCst);
+                        for (turn, d) in sent_now {
                             me.spawn_delivery(
                                 &tokio::runtime::Handle::current(),
                                 d,
