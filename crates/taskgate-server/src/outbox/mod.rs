@@ -248,19 +248,18 @@ impl Sender {
                             slot.forget();
                             sent_now.extend(me.turn_for(d, now, false));
                         }
-                        // It may have left some: it took as many as it could,
-                        // or a destination's turns and places here are all
-                        // taken (counted with what it just took); their
-                        // deliveries free them as they end. Known before
-                        // any of them ends.
-                        let backlog = taken >= free || me.any_destination_full();
+                        // It may have left some (it found some, or a
+                        // destination's turns here are all taken, counted
+                        // with what it just took): deliveries handed over
+                        // wake it as they end. Known before any of them ends.
+                        let backlog = taken > 0 || me.any_destination_full();
                         me.backlog.store(backlog, Ordering::SeqCst);
                         for (turn, d) in sent_now {
                             me.spawn_delivery(
                                 &tokio::runtime::Handle::current(),
                                 d,
                                 now,
-                                turn,
+                                (turn, true),
                                 &outbox,
                                 &shutdown,
                             );
@@ -291,7 +290,8 @@ impl Sender {
         }
     }
 
-    /// Sends `d` (held since `claimed_at`) with its `turn`, then the
+    /// Sends `d` (held since `claimed_at`) with its `turn`, `from_claim` if
+    /// the claim gave it (else the store handed it over), then the
     /// destination's deliveries waiting here, each as the one before ends.
     /// Abandoned at a stop: sent again once its lease ends.
     fn spawn_delivery(
@@ -299,7 +299,7 @@ impl Sender {
         runtime: &tokio::runtime::Handle,
         d: ClaimedDelivery,
         claimed_at: Timestamp,
-        turn: Turn,
+        (turn, from_claim): (Turn, bool),
         outbox: &Arc<Outbox>,
         stop: &CancellationToken,
     ) {
@@ -320,13 +320,13 @@ impl Sender {
                 }
             }
             drop(turn);
-            // Its destination has a turn free and none waiting here: if the
-            // claim may have left some, the next goes now, not at the next
-            // poll (wake-ups coalesce into one claim). Not otherwise: a
-            // claim a delivery would cost more than the delivery. (What
-            // another instance holds of a destination is not seen here: a
-            // backlog it holds back goes at its ends, or at the polls.)
-            if done && sender.backlog.load(Ordering::SeqCst) {
+            // Its destination has a turn free and none waiting here: the next
+            // of its backlog in the store goes now, not at the next poll
+            // (wake-ups coalesce into one claim). A claimed one always looks:
+            // the claim may have left some of its destination's, held
+            // elsewhere (another instance's turns). One handed over looks
+            // only if the claim may find some.
+            if done && (from_claim || sender.backlog.load(Ordering::SeqCst)) {
                 outbox.wake();
             }
         });
@@ -382,13 +382,12 @@ impl Sender {
     }
 
     /// Whether the claim may have left deliveries of some destination
-    /// because of what this sender holds of it (its turns and places all
-    /// taken).
+    /// because of what this sender holds of it (its turns all taken).
     fn any_destination_full(&self) -> bool {
         self.turns
             .lock()
             .values()
-            .any(|h| h.count() >= 2 * self.per_destination)
+            .any(|h| h.count() >= self.per_destination)
     }
 
     /// One delivery of `to` no longer held (`less` says which kind): its
@@ -585,7 +584,7 @@ impl DeliverySink for Lane {
                 &self.runtime,
                 d,
                 held_at,
-                turn,
+                (turn, false),
                 &self.outbox,
                 &self.shutdown,
             );

@@ -206,6 +206,17 @@ async fn endpoint_to(client: &crate::utils::TestClient, url: &str) -> String {
     e.data()["id"].as_str().unwrap().to_owned()
 }
 
+/// An endpoint at `url` for `task.succeeded` only.
+async fn succeeded_to(client: &crate::utils::TestClient, url: &str) {
+    client
+        .post(
+            "webhook_endpoints",
+            json!({ "url": url, "events": ["task.succeeded"] }),
+        )
+        .await
+        .expect(201);
+}
+
 /// The newest delivery of `status`, once there is one.
 async fn first_delivery(client: &crate::utils::TestClient, status: &str, what: &str) -> Value {
     let path = format!("webhook_deliveries?status={status}");
@@ -874,12 +885,7 @@ async fn a_destinations_backlog_goes_out_as_its_turns_free(backend: Backend) {
     let hang = Arc::new(tokio::sync::Notify::new());
     let live = app.client(&app.live);
     let slow = Receiver::start_hanging(hang.clone()).await;
-    live.post(
-        "webhook_endpoints",
-        json!({ "url": slow.url, "events": ["task.succeeded"] }),
-    )
-    .await
-    .expect(201);
+    succeeded_to(&live, &slow.url).await;
     for text in ["one", "two", "three"] {
         live.call(sentiment(text)).await.expect(200);
     }
@@ -912,12 +918,7 @@ async fn a_destination_never_has_more_than_its_turns_in_flight(backend: Backend)
     };
     let (rx, busy) = Receiver::start_slow(Duration::from_millis(150)).await;
     let live = app.client(&app.live);
-    live.post(
-        "webhook_endpoints",
-        json!({ "url": rx.url, "events": ["task.succeeded"] }),
-    )
-    .await
-    .expect(201);
+    succeeded_to(&live, &rx.url).await;
     let calls = (0..10).map(|i| {
         let live = &live;
         async move { live.call(sentiment(&format!("call {i}"))).await.expect(200) }
@@ -980,12 +981,7 @@ async fn an_idle_sender_sends_an_event_at_once(backend: Backend) {
     };
     let rx = Receiver::start().await;
     let live = app.client(&app.live);
-    live.post(
-        "webhook_endpoints",
-        json!({ "url": rx.url, "events": ["task.succeeded"] }),
-    )
-    .await
-    .expect(201);
+    succeeded_to(&live, &rx.url).await;
     for round in 1..=2 {
         // Four claims that found nothing: the sender's pause is 2 s now.
         tokio::time::sleep(Duration::from_millis(4_500)).await;

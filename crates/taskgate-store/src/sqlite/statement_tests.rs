@@ -42,10 +42,8 @@ fn waiting(conn: &Connection, account: AccountId, dest: WebhookEndpointId, n: i6
     }
 }
 
-/// The claim (`claim.rs`), run with these values in a transaction of its
-/// own: the destinations of the deliveries it held, and the VM steps of all
-/// its statements.
-fn claim(conn: &Connection, runner: &str, now: i64, limit: i64) -> (Vec<String>, usize) {
+/// What `run` gives, and the VM steps of the statements it ran on `conn`.
+fn counting_steps<T>(conn: &Connection, run: impl FnOnce() -> T) -> (T, usize) {
     let steps = Arc::new(AtomicUsize::new(0));
     let counted = steps.clone();
     conn.progress_handler(
@@ -56,25 +54,35 @@ fn claim(conn: &Connection, runner: &str, now: i64, limit: i64) -> (Vec<String>,
         }),
     )
     .unwrap();
+    let got = run();
+    conn.progress_handler(1, None::<fn() -> bool>).unwrap();
+    (got, steps.load(Ordering::Relaxed))
+}
+
+/// The claim (`claim.rs`), run with these values in a transaction of its
+/// own: the destinations of the deliveries it held, and the VM steps of all
+/// its statements.
+fn claim(conn: &Connection, runner: &str, now: i64, limit: i64) -> (Vec<String>, usize) {
     let runner = RunnerId::parse(runner).unwrap();
     conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let got = super::claim::claim_deliveries(
-        conn,
-        &runner,
-        Timestamp::from_unix_ms(now),
-        Timestamp::from_unix_ms(now + 60_000),
-        limit,
-        8,
-        None,
-    )
-    .unwrap();
-    conn.progress_handler(1, None::<fn() -> bool>).unwrap();
+    let (got, steps) = counting_steps(conn, || {
+        super::claim::claim_deliveries(
+            conn,
+            &runner,
+            Timestamp::from_unix_ms(now),
+            Timestamp::from_unix_ms(now + 60_000),
+            limit,
+            8,
+            None,
+        )
+        .unwrap()
+    });
     conn.execute_batch("COMMIT").unwrap();
     let dests = got
         .into_iter()
         .map(|d| d.endpoint_id.unwrap().to_string())
         .collect();
-    (dests, steps.load(Ordering::Relaxed))
+    (dests, steps)
 }
 
 /// With 20,000 deliveries waiting for one endpoint, a claim still takes
@@ -144,16 +152,6 @@ fn a_page_of_tasks_is_prepared_once() {
 /// how many deliveries it found, and the VM steps it took.
 fn page(conn: &Connection, q: &crate::DeliveryQuery) -> (usize, usize) {
     use crate::webhooks::DeliveryPage;
-    let steps = Arc::new(AtomicUsize::new(0));
-    let counted = steps.clone();
-    conn.progress_handler(
-        1,
-        Some(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-            false
-        }),
-    )
-    .unwrap();
     let p = DeliveryPage::of(q);
     let before = q.before.unwrap_or(i64::MAX);
     let status = q.status.map(|s| s.as_str());
@@ -172,12 +170,11 @@ fn page(conn: &Connection, q: &crate::DeliveryQuery) -> (usize, usize) {
     }
     values.push(&q.limit);
     let mut stmt = conn.prepare_cached(p.sql()).unwrap();
-    let found = stmt
-        .query_map(values.as_slice(), |_| Ok(()))
-        .unwrap()
-        .count();
-    conn.progress_handler(1, None::<fn() -> bool>).unwrap();
-    (found, steps.load(Ordering::Relaxed))
+    counting_steps(conn, || {
+        stmt.query_map(values.as_slice(), |_| Ok(()))
+            .unwrap()
+            .count()
+    })
 }
 
 /// A task's deliveries, or a quiet endpoint's, are found by their own index,
