@@ -104,33 +104,14 @@ impl SqlBackend for PgStore {
     /// connection of its own, re-made after a loss, until the receiver is
     /// dropped.
     async fn listen_task_ends(&self) -> StoreResult<Option<mpsc::Receiver<TaskEnd>>> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(TASK_ENDED).await?;
-        let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(async move {
-            loop {
-                match listener.try_recv().await {
-                    Ok(Some(n)) => match TaskEnd::parse(n.payload()) {
-                        Some(end) => {
-                            if tx.send(end).await.is_err() {
-                                return;
-                            }
-                        }
-                        None => tracing::warn!(payload = n.payload(), "unreadable task end"),
-                    },
-                    // The connection was lost; the next call re-makes it.
-                    Ok(None) => tracing::warn!("lost the task-end notifications; reconnecting"),
-                    Err(e) => {
-                        if tx.is_closed() {
-                            return;
-                        }
-                        tracing::warn!(error = %e, "cannot follow task ends; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        });
-        Ok(Some(rx))
+        let follow = Follow {
+            channel: TASK_ENDED,
+            what: "task ends",
+            capacity: 1024,
+            read: TaskEnd::parse,
+            on_loss: None,
+        };
+        follow.start(&self.pool).await.map(Some)
     }
 
     /// Follows the `taskgate_deliveries_written` notifications (migration
@@ -138,31 +119,14 @@ impl SqlBackend for PgStore {
     /// receiver is dropped. Words not yet taken fold into one; a loss is a
     /// word too (some may have been missed).
     async fn listen_deliveries_written(&self) -> StoreResult<Option<mpsc::Receiver<()>>> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(DELIVERIES_WRITTEN).await?;
-        let (tx, rx) = mpsc::channel(1);
-        tokio::spawn(async move {
-            loop {
-                let got = listener.try_recv().await;
-                if tx.is_closed() {
-                    return;
-                }
-                match got {
-                    Ok(Some(_)) => {
-                        let _ = tx.try_send(());
-                    }
-                    Ok(None) => {
-                        tracing::warn!("lost the webhook deliveries' notifications; reconnecting");
-                        let _ = tx.try_send(());
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot follow webhook deliveries; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        });
-        Ok(Some(rx))
+        let follow = Follow {
+            channel: DELIVERIES_WRITTEN,
+            what: "webhook deliveries",
+            capacity: 1,
+            read: |_| Some(()),
+            on_loss: Some(()),
+        };
+        follow.start(&self.pool).await.map(Some)
     }
 
     async fn run_migrations(&self) -> StoreResult<()> {
@@ -174,6 +138,72 @@ impl SqlBackend for PgStore {
 }
 
 impl_store!(PgStore);
+
+/// A channel's notifications followed on a connection of its own.
+struct Follow<T> {
+    channel: &'static str,
+    /// What the warnings call them.
+    what: &'static str,
+    /// Items not yet taken at most: with 1, they fold into one (an item
+    /// that finds the channel full is dropped); else a full channel waits.
+    capacity: usize,
+    /// A notification's item; none for an unreadable payload (warned).
+    read: fn(&str) -> Option<T>,
+    /// The item a lost connection sends (some may have been missed), if any.
+    on_loss: Option<T>,
+}
+
+impl<T: Clone + Send + 'static> Follow<T> {
+    /// Listens now (an error if it cannot), then follows in a task of its
+    /// own, re-making the connection after a loss, until the receiver is
+    /// dropped.
+    async fn start(self, pool: &PgPool) -> StoreResult<mpsc::Receiver<T>> {
+        let mut listener = PgListener::connect_with(pool).await?;
+        listener.listen(self.channel).await?;
+        let (tx, rx) = mpsc::channel(self.capacity);
+        tokio::spawn(async move {
+            loop {
+                let got = listener.try_recv().await;
+                if tx.is_closed() {
+                    return;
+                }
+                let item = match got {
+                    Ok(Some(n)) => {
+                        let item = (self.read)(n.payload());
+                        if item.is_none() {
+                            tracing::warn!(
+                                payload = n.payload(),
+                                what = self.what,
+                                "an unreadable notification"
+                            );
+                        }
+                        item
+                    }
+                    // The connection was lost; the next call re-makes it.
+                    Ok(None) => {
+                        tracing::warn!(what = self.what, "lost the notifications; reconnecting");
+                        self.on_loss.clone()
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, what = self.what, "cannot follow the notifications; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        None
+                    }
+                };
+                let Some(item) = item else { continue };
+                let sent = if self.capacity == 1 {
+                    !matches!(tx.try_send(item), Err(mpsc::error::TrySendError::Closed(_)))
+                } else {
+                    tx.send(item).await.is_ok()
+                };
+                if !sent {
+                    return;
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
 
 /// [`HotPath::hot_settle_task`]'s write.
 const SETTLE_TASK: &str = concat!(
