@@ -193,7 +193,7 @@ pub(crate) trait HotPath: SqlBackend {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&taskgate_core::RunnerId>,
-    ) -> StoreResult<Vec<crate::ClaimedDelivery>>;
+    ) -> StoreResult<crate::DeliveryClaim>;
 
     /// [`crate::WebhookStore::record_delivery`]: the statement
     /// [`crate::webhooks::RECORD_DELIVERY`], bound by

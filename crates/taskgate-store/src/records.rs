@@ -484,6 +484,16 @@ impl ClaimedDelivery {
     }
 }
 
+/// What a claim of deliveries took, and whether it left any due: a
+/// destination had more than its turns free, or `limit` was reached. Then a
+/// claim made as a held one ends (a turn freed) finds more; otherwise only
+/// deliveries written or come due since.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryClaim {
+    pub deliveries: Vec<ClaimedDelivery>,
+    pub more: bool,
+}
+
 /// What an attempt at a delivery did, written by the sender that holds it.
 #[derive(Debug, Clone)]
 pub struct DeliveryOutcome {

@@ -12,8 +12,8 @@ use taskgate_core::{
 };
 
 use crate::{
-    ClaimedDelivery, DeliveryOutcome, DeliveryQuery, SigningSecret, StoreResult, WebhookDelivery,
-    WebhookEndpoint, WebhookEndpointUpdate,
+    ClaimedDelivery, DeliveryClaim, DeliveryOutcome, DeliveryQuery, SigningSecret, StoreResult,
+    WebhookDelivery, WebhookEndpoint, WebhookEndpointUpdate,
 };
 
 /// Webhook endpoints, signing secrets and deliveries.
@@ -150,7 +150,8 @@ pub trait WebhookStore: Send + Sync {
     /// destinations taking turns. With `reclaim`, also those `reclaim`
     /// (this instance's previous life) held when it stopped. Each with its
     /// endpoint and, until its body is made, its task
-    /// ([`ClaimedDelivery`]), read with the claim.
+    /// ([`ClaimedDelivery`]), read with the claim; and whether it left some
+    /// due ([`DeliveryClaim::more`]).
     #[allow(clippy::too_many_arguments)]
     async fn claim_deliveries(
         &self,
@@ -160,7 +161,7 @@ pub trait WebhookStore: Send + Sync {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&RunnerId>,
-    ) -> StoreResult<Vec<ClaimedDelivery>>;
+    ) -> StoreResult<DeliveryClaim>;
     /// Writes an attempt's outcome, if `runner` still holds the delivery:
     /// `claimed` as its claim returned it (while held, no one else adds an
     /// attempt), the attempt added to its list. One statement.
@@ -890,7 +891,7 @@ macro_rules! impl_webhooks {
                     limit: i64,
                     per_destination: i64,
                     reclaim: Option<&taskgate_core::RunnerId>,
-                ) -> $crate::StoreResult<Vec<$crate::ClaimedDelivery>> {
+                ) -> $crate::StoreResult<$crate::DeliveryClaim> {
                     use $crate::backend::HotPath as _;
                     self.hot_claim_deliveries(runner, now, lease_until, limit, per_destination, reclaim)
                         .await

@@ -114,9 +114,9 @@ struct Sender {
     /// What each destination's deliveries held here are doing.
     turns: Mutex<HashMap<Destination, Held>>,
     per_destination: usize,
-    /// Whether the claim may find deliveries (it found some last time, a
-    /// destination had no turn free then, or some were written unheld
-    /// since): a delivery done then lets the claim look again at once.
+    /// Whether the claim may find deliveries (the last one left some due, one
+    /// is running, or some were written unheld since): a delivery done then
+    /// lets the claim look again at once.
     backlog: AtomicBool,
 }
 
@@ -213,6 +213,9 @@ impl Sender {
         loop {
             let free = me.slots.available_permits().min(CLAIM_AT_MOST as usize) as i64;
             if free > 0 {
+                // A delivery ending while the claim runs frees a turn it may
+                // have counted as taken: it wakes the claim again.
+                me.backlog.store(true, Ordering::SeqCst);
                 let now = me.clock.now();
                 let claimed = me
                     .store
@@ -227,42 +230,39 @@ impl Sender {
                     )
                     .await;
                 match claimed {
-                    Ok(list) => {
+                    Ok(claim) => {
                         reclaim = None;
                         if let Some(lane) = lane.take()
                             && !me.store.deliver_fresh_to(lane)
                         {
                             tracing::debug!("the store hands no deliveries over: each is claimed");
                         }
-                        let taken = list.len() as i64;
-                        pause = if list.is_empty() {
+                        // Nothing taken: the poll slows (a destination whose
+                        // turns are all taken goes on as they end).
+                        pause = if claim.deliveries.is_empty() {
                             (pause * 2).min(POLL_IDLE)
                         } else {
                             POLL_EVERY
                         };
-                        let mut sent_now = Vec::new();
-                        for d in list {
+                        // Whether a delivery's end (a turn freed) lets the
+                        // next claim find some: only if this one left some.
+                        // Known before any of them ends.
+                        me.backlog.store(claim.more, Ordering::SeqCst);
+                        for d in claim.deliveries {
                             let Ok(slot) = me.slots.acquire().await else {
                                 return;
                             };
                             slot.forget();
-                            sent_now.extend(me.turn_for(d, now, false));
-                        }
-                        // It may have left some (it found some, or a
-                        // destination's turns here are all taken, counted
-                        // with what it just took): deliveries handed over
-                        // wake it as they end. Known before any of them ends.
-                        let backlog = taken > 0 || me.any_destination_full();
-                        me.backlog.store(backlog, Ordering::SeqCst);
-                        for (turn, d) in sent_now {
-                            me.spawn_delivery(
-                                &tokio::runtime::Handle::current(),
-                                d,
-                                now,
-                                (turn, true),
-                                &outbox,
-                                &shutdown,
-                            );
+                            if let Some((turn, d)) = me.turn_for(d, now, false) {
+                                me.spawn_delivery(
+                                    &tokio::runtime::Handle::current(),
+                                    d,
+                                    now,
+                                    turn,
+                                    &outbox,
+                                    &shutdown,
+                                );
+                            }
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot claim webhook deliveries"),
@@ -290,8 +290,7 @@ impl Sender {
         }
     }
 
-    /// Sends `d` (held since `claimed_at`) with its `turn`, `from_claim` if
-    /// the claim gave it (else the store handed it over), then the
+    /// Sends `d` (held since `claimed_at`) with its `turn`, then the
     /// destination's deliveries waiting here, each as the one before ends.
     /// Abandoned at a stop: sent again once its lease ends.
     fn spawn_delivery(
@@ -299,7 +298,7 @@ impl Sender {
         runtime: &tokio::runtime::Handle,
         d: ClaimedDelivery,
         claimed_at: Timestamp,
-        (turn, from_claim): (Turn, bool),
+        turn: Turn,
         outbox: &Arc<Outbox>,
         stop: &CancellationToken,
     ) {
@@ -320,13 +319,11 @@ impl Sender {
                 }
             }
             drop(turn);
-            // Its destination has a turn free and none waiting here: the next
-            // of its backlog in the store goes now, not at the next poll
-            // (wake-ups coalesce into one claim). A claimed one always looks:
-            // the claim may have left some of its destination's, held
-            // elsewhere (another instance's turns). One handed over looks
-            // only if the claim may find some.
-            if done && (from_claim || sender.backlog.load(Ordering::SeqCst)) {
+            // Its destination has a turn free and none waiting here: if the
+            // last claim left some, the next goes now, not at the next poll
+            // (wake-ups coalesce into one claim). Not otherwise: a claim a
+            // delivery would cost more than the delivery.
+            if done && sender.backlog.load(Ordering::SeqCst) {
                 outbox.wake();
             }
         });
@@ -379,15 +376,6 @@ impl Sender {
             },
             d,
         ))
-    }
-
-    /// Whether the claim may have left deliveries of some destination
-    /// because of what this sender holds of it (its turns all taken).
-    fn any_destination_full(&self) -> bool {
-        self.turns
-            .lock()
-            .values()
-            .any(|h| h.count() >= self.per_destination)
     }
 
     /// One delivery of `to` no longer held (`less` says which kind): its
@@ -584,7 +572,7 @@ impl DeliverySink for Lane {
                 &self.runtime,
                 d,
                 held_at,
-                (turn, false),
+                turn,
                 &self.outbox,
                 &self.shutdown,
             );

@@ -867,9 +867,6 @@ async fn private_addresses_are_refused(backend: Backend) {
 }
 both!(private_addresses_are_refused);
 
-/// An instance that stops in the middle of an attempt (as a crash would)
-/// leaves the delivery held until its lease ends; then another instance
-/// sends it, with the same `webhook-id`: at least once.
 /// A destination's deliveries beyond its turns wait, and go out as its
 /// deliveries in flight end: not at the sender's idle poll (up to 2 s
 /// apart once it has found nothing for a while).
@@ -903,6 +900,46 @@ async fn a_destinations_backlog_goes_out_as_its_turns_free(backend: Backend) {
         released.elapsed()
     );
 }
+
+/// A longer backlog, most of it left in the store for the claim: each claim
+/// takes what the destination's turns allow, and as those end the next
+/// claim follows at once, until none is left. Claims woken only at the poll
+/// (250 ms apart while they find some, up to 2 s) would take 2.5 s or more
+/// for the 24 here, 2 a claim (one sent, one waiting for the turn).
+async fn a_claimed_backlog_goes_out_as_its_turns_free(backend: Backend) {
+    let Some(app) = app_configured(backend, &["0s", "5s"], |c| {
+        c.webhooks.timeout_ms = 60_000;
+        c.webhooks.max_concurrency_per_endpoint = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let hang = Arc::new(tokio::sync::Notify::new());
+    let live = app.client(&app.live);
+    let slow = Receiver::start_hanging(hang.clone()).await;
+    succeeded_to(&live, &slow.url).await;
+    for i in 0..24 {
+        live.call(sentiment(&format!("call {i}"))).await.expect(200);
+    }
+    slow.wait_for(1).await;
+    // The first holds the turn; the sender's poll slows while its claims
+    // find nothing to take.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    hang.notify_waiters();
+    let released = std::time::Instant::now();
+    let got = slow.wait_for(24).await;
+    assert!(
+        released.elapsed() < Duration::from_millis(1_500),
+        "the backlog went out as its turns freed, not at the polls: {:?}",
+        released.elapsed()
+    );
+    let mut ids: Vec<&str> = got.iter().map(|m| m.header("webhook-id")).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 24, "each once");
+}
+both!(a_claimed_backlog_goes_out_as_its_turns_free);
 
 /// Deliveries written while their destination's turns are all taken wait
 /// for a turn (held by the sender, or left for its claim), and whichever
@@ -938,6 +975,9 @@ async fn a_destination_never_has_more_than_its_turns_in_flight(backend: Backend)
 }
 both!(a_destination_never_has_more_than_its_turns_in_flight);
 
+/// An instance that stops in the middle of an attempt (as a crash would)
+/// leaves the delivery held until its lease ends; then another instance
+/// sends it, with the same `webhook-id`: at least once.
 async fn an_attempt_cut_off_is_sent_again_by_another_instance(backend: Backend) {
     let Some(mut app) = app_with_timeout(backend, &["0s", "5s"], 60_000).await else {
         return;

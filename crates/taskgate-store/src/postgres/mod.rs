@@ -218,10 +218,13 @@ const SETTLE_TASK: &str = concat!(
 /// deliveries waiting and what it takes, never the backlog: the
 /// destinations are found by skipping through the index of waiting
 /// deliveries by destination (one probe each), each one's held deliveries
-/// are counted in the index of held ones, and each gives at most `$6` less
-/// those of its earliest due ones, not held, from the first index. Those
-/// are ranked (destinations taking turns) and the first `$4` are held,
-/// skipping rows another sender is claiming. The locking part tests each
+/// are counted in the index of held ones, and each gives one more than `$6`
+/// less those of its earliest due ones, not held, from the first index. All
+/// but that one more are ranked (destinations taking turns) and the first
+/// `$4` are held, skipping rows another sender is claiming. Each row is a
+/// delivery held with `found`, the count of those given: more than were
+/// held, and some are left due; with none held, one row of NULLs and
+/// `found`. The locking part tests each
 /// row again (PostgreSQL reads a row another claim changed and committed
 /// meanwhile as it is now, and only the locking part's conditions are
 /// tested on it): without that, a claim that read a delivery as free
@@ -233,21 +236,23 @@ const CLAIM_DELIVERIES: &str = concat!(
     "UNION ALL SELECT (SELECT MIN(COALESCE(endpoint_id, url)) FROM webhook_deliveries ",
     "WHERE next_attempt_at IS NOT NULL AND COALESCE(endpoint_id, url) > waiting.dest) ",
     "FROM waiting WHERE waiting.dest IS NOT NULL), ",
-    "dests AS (SELECT dest, $6 - (SELECT COUNT(*) FROM webhook_deliveries h ",
+    "dests AS (SELECT dest, GREATEST($6 - (SELECT COUNT(*) FROM webhook_deliveries h ",
     "WHERE COALESCE(h.endpoint_id, h.url) = waiting.dest AND h.lease_until >= $2 ",
-    "AND NOT ($5 IS NOT NULL AND h.runner = $5)) AS free FROM waiting WHERE dest IS NOT NULL), ",
+    "AND NOT ($5 IS NOT NULL AND h.runner = $5)), 0) AS free FROM waiting WHERE dest IS NOT NULL), ",
     "picked AS (SELECT w.seq, w.next_attempt_at, dests.free, ROW_NUMBER() OVER ",
     "(PARTITION BY dests.dest ORDER BY w.next_attempt_at, w.seq) AS turn FROM dests CROSS JOIN LATERAL (",
     "SELECT y.seq, y.next_attempt_at FROM webhook_deliveries y ",
     "WHERE COALESCE(y.endpoint_id, y.url) = dests.dest AND y.next_attempt_at <= $2 ",
     "AND (y.lease_until IS NULL OR y.lease_until < $2 OR ($5 IS NOT NULL AND y.runner = $5)) ",
-    "ORDER BY y.next_attempt_at LIMIT $6) w WHERE dests.free > 0) ",
-    "UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN ",
+    "ORDER BY y.next_attempt_at LIMIT dests.free + 1) w), ",
+    "taken AS (UPDATE webhook_deliveries SET runner = $1, lease_until = $3 WHERE seq IN ",
     "(SELECT seq FROM webhook_deliveries WHERE seq IN (SELECT seq FROM picked ",
     "WHERE turn <= free ORDER BY turn, next_attempt_at LIMIT $4) AND next_attempt_at <= $2 ",
     "AND (lease_until IS NULL OR lease_until < $2 OR ($5 IS NOT NULL AND runner = $5)) ",
     "FOR UPDATE SKIP LOCKED) RETURNING ",
-    crate::webhooks::delivery_columns!()
+    crate::webhooks::delivery_columns!(),
+    ") SELECT taken.*, found.n AS found FROM (SELECT COUNT(*) AS n FROM picked) found ",
+    "LEFT JOIN taken ON true"
 );
 
 /// The endpoints of a claim's deliveries, by id: `$1` the ids.
@@ -322,8 +327,9 @@ impl HotPath for PgStore {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&taskgate_core::RunnerId>,
-    ) -> StoreResult<Vec<crate::ClaimedDelivery>> {
-        let claimed: Vec<crate::WebhookDelivery> = sqlx::query_as(CLAIM_DELIVERIES)
+    ) -> StoreResult<crate::DeliveryClaim> {
+        use sqlx::{FromRow, Row};
+        let rows = sqlx::query(CLAIM_DELIVERIES)
             .bind(runner)
             .bind(now)
             .bind(lease_until)
@@ -332,7 +338,20 @@ impl HotPath for PgStore {
             .bind(per_destination)
             .fetch_all(&self.pool)
             .await?;
-        self.with_sources(claimed).await
+        // One row at least: without a delivery taken, its columns are NULL.
+        let mut found = 0;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            found = row.try_get::<i64, _>("found")?;
+            if row.try_get::<Option<i64>, _>("seq")?.is_some() {
+                claimed.push(crate::WebhookDelivery::from_row(row)?);
+            }
+        }
+        let more = found > claimed.len() as i64;
+        Ok(crate::DeliveryClaim {
+            deliveries: self.with_sources(claimed).await?,
+            more,
+        })
     }
 
     async fn hot_record_delivery(

@@ -54,7 +54,7 @@ const HOLD: &str = concat!(
 /// A delivery that could be taken: its destination's turn (1 for its
 /// earliest), when it is due, and its seq.
 struct Candidate {
-    turn: usize,
+    turn: i64,
     due: i64,
     seq: i64,
 }
@@ -62,7 +62,9 @@ struct Candidate {
 /// Up to `limit` deliveries due at `now` held by `runner` until
 /// `lease_until`, at most `per_destination` of one destination held at
 /// once, those held already counted; with `reclaim`, also those `reclaim`
-/// held. Runs inside the caller's transaction.
+/// held. Whether it left some due: a destination had one more than its
+/// turns free (each is asked for one more), or `limit` was reached. Runs
+/// inside the caller's transaction.
 pub fn claim_deliveries(
     conn: &Connection,
     runner: &RunnerId,
@@ -71,13 +73,16 @@ pub fn claim_deliveries(
     limit: i64,
     per_destination: i64,
     reclaim: Option<&RunnerId>,
-) -> StoreResult<Vec<WebhookDelivery>> {
+) -> StoreResult<(Vec<WebhookDelivery>, bool)> {
     let mut candidates = Vec::new();
+    let mut more = false;
     let mut destination = first_destination(conn)?;
     while let Some(dest) = destination {
-        let free = per_destination - held(conn, &dest, now, reclaim)?;
-        if free > 0 {
-            earliest(conn, &dest, now, reclaim, free, &mut candidates)?;
+        let free = (per_destination - held(conn, &dest, now, reclaim)?).max(0);
+        let found = earliest(conn, &dest, now, reclaim, free + 1, &mut candidates)?;
+        if found > free {
+            more = true;
+            candidates.pop();
         }
         destination = next_destination(conn, &dest)?;
     }
@@ -85,6 +90,7 @@ pub fn claim_deliveries(
     // second, each turn by when they came due.
     candidates.sort_by_key(|c| (c.turn, c.due, c.seq));
     let take = usize::try_from(limit).unwrap_or(0);
+    more |= candidates.len() > take;
     let mut hold = conn.prepare_cached(HOLD)?;
     let mut claimed = Vec::with_capacity(take.min(candidates.len()));
     for c in candidates.into_iter().take(take) {
@@ -94,7 +100,7 @@ pub fn claim_deliveries(
             claimed.push(delivery_from_row(row)?);
         }
     }
-    Ok(claimed)
+    Ok((claimed, more))
 }
 
 fn first_destination(conn: &Connection) -> StoreResult<Option<String>> {
@@ -127,13 +133,13 @@ fn earliest(
     dest: &str,
     now: Timestamp,
     reclaim: Option<&RunnerId>,
-    free: i64,
+    at_most: i64,
     into: &mut Vec<Candidate>,
-) -> StoreResult<()> {
+) -> StoreResult<i64> {
     let mut stmt = conn.prepare_cached(EARLIEST)?;
-    bind(&mut stmt, &[&dest, &now, &reclaim, &free])?;
+    bind(&mut stmt, &[&dest, &now, &reclaim, &at_most])?;
     let mut rows = stmt.raw_query();
-    let mut turn = 0;
+    let mut turn = 0i64;
     while let Some(row) = rows.next()? {
         turn += 1;
         into.push(Candidate {
@@ -142,5 +148,5 @@ fn earliest(
             seq: row.get(0)?,
         });
     }
-    Ok(())
+    Ok(turn)
 }

@@ -233,12 +233,12 @@ impl HotPath for SqliteStore {
         limit: i64,
         per_destination: i64,
         reclaim: Option<&RunnerId>,
-    ) -> StoreResult<Vec<ClaimedDelivery>> {
+    ) -> StoreResult<crate::DeliveryClaim> {
         let runner = runner.clone();
         let reclaim = reclaim.cloned();
         self.tasks
             .run(move |conn| {
-                let claimed = super::claim::claim_deliveries(
+                let (claimed, more) = super::claim::claim_deliveries(
                     conn,
                     &runner,
                     now,
@@ -247,7 +247,11 @@ impl HotPath for SqliteStore {
                     per_destination,
                     reclaim.as_ref(),
                 )?;
-                claimed.into_iter().map(|d| with_sources(conn, d)).collect()
+                let deliveries = claimed
+                    .into_iter()
+                    .map(|d| with_sources(conn, d))
+                    .collect::<StoreResult<_>>()?;
+                Ok(crate::DeliveryClaim { deliveries, more })
             })
             .await
     }

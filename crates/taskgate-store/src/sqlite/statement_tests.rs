@@ -79,6 +79,7 @@ fn claim(conn: &Connection, runner: &str, now: i64, limit: i64) -> (Vec<String>,
     });
     conn.execute_batch("COMMIT").unwrap();
     let dests = got
+        .0
         .into_iter()
         .map(|d| d.endpoint_id.unwrap().to_string())
         .collect();

@@ -431,26 +431,30 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
         store
             .claim_deliveries(&r1, at(now), at(now + MINUTE), 10, 8, None)
             .await
-            .unwrap(),
+            .unwrap()
+            .deliveries,
     );
     assert_eq!(got.iter().map(|d| d.seq).collect::<Vec<_>>(), vec![d.seq]);
     let none = store
         .claim_deliveries(&r2, at(now), at(now + MINUTE), 10, 8, None)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert!(none.is_empty(), "held by sender-1");
     // Sender-1 stopped: past its lease, another takes it; or itself, restarted, at once.
     let own = store
         .claim_deliveries(&r1, at(now + 1), at(now + MINUTE), 10, 8, Some(&r1))
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(own.len(), 1, "its previous life's holding is taken back");
     let later = now + 2 * MINUTE;
     let taken = deliveries(
         store
             .claim_deliveries(&r2, at(later), at(later + MINUTE), 10, 8, None)
             .await
-            .unwrap(),
+            .unwrap()
+            .deliveries,
     );
     assert_eq!(taken.len(), 1);
     // Only the holder writes the outcome.
@@ -482,6 +486,7 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
             .claim_deliveries(&r2, at(later + 1), at(later + MINUTE), 10, 8, None)
             .await
             .unwrap()
+            .deliveries
             .is_empty(),
         "not due yet"
     );
@@ -503,7 +508,8 @@ pub async fn senders_hold_deliveries_under_a_lease(store: Arc<dyn Store>) {
     let again = store
         .claim_deliveries(&r1, at(replay_at), at(replay_at + MINUTE), 10, 8, None)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(again.len(), 1);
     store
         .retry_delivery(acme, Mode::Live, d.seq, at(replay_at + 3))
@@ -566,6 +572,7 @@ pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
             .claim_deliveries(&runner("s"), at(T0 + 1), at(T0 + MINUTE), 10, 8, None)
             .await
             .unwrap()
+            .deliveries
             .is_empty()
     );
     assert_eq!(store.purge_deliveries(at(T0), 100).await.unwrap(), 0);
@@ -579,6 +586,8 @@ pub async fn tests_and_deletes_and_purges(store: Arc<dyn Store>) {
     );
 }
 
+/// A claim takes at most a destination's turns free, destinations taking
+/// turns, and says whether it left any due (a turn freed then finds more).
 pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
     let acme = new_account(&*store, "Acme").await;
     let (a, b) = (
@@ -595,35 +604,63 @@ pub async fn claims_take_turns_per_destination(store: Arc<dyn Store>) {
     let to = |list: &[WebhookDelivery], e: &WebhookEndpoint| {
         list.iter().filter(|d| d.endpoint_id == Some(e.id)).count()
     };
-    let first = deliveries(
-        store
-            .claim_deliveries(&s, at(T0 + 5), at(T0 + MINUTE), 10, 2, None)
-            .await
-            .unwrap(),
-    );
+    let claim = |at_ms: i64, limit: i64| {
+        let store = store.clone();
+        let s = s.clone();
+        async move {
+            store
+                .claim_deliveries(&s, at(at_ms), at(T0 + MINUTE), limit, 2, None)
+                .await
+                .unwrap()
+        }
+    };
+    let first = claim(T0 + 5, 10).await;
+    assert!(first.more, "three of A left");
+    let first = deliveries(first.deliveries);
     assert_eq!(
         (to(&first, &a), to(&first, &b)),
         (2, 1),
         "two of A at once, B not kept waiting"
     );
-    let second = store
-        .claim_deliveries(&s, at(T0 + 6), at(T0 + MINUTE), 10, 2, None)
-        .await
-        .unwrap();
-    assert!(second.is_empty(), "A's two are still held");
+    let second = claim(T0 + 6, 10).await;
+    assert!(second.deliveries.is_empty(), "A's two are still held");
+    assert!(second.more, "and three more of A are due");
     let done = DeliveryOutcome {
         status: DeliveryStatus::Succeeded,
         ..outcome(DeliveryStatus::Succeeded, None, T0 + 5)
     };
     let first_of_a = first.iter().find(|d| d.endpoint_id == Some(a.id)).unwrap();
     assert!(store.record_delivery(first_of_a, &s, &done).await.unwrap());
-    let third = deliveries(
-        store
-            .claim_deliveries(&s, at(T0 + 7), at(T0 + MINUTE), 10, 2, None)
-            .await
-            .unwrap(),
-    );
+    let third = claim(T0 + 7, 10).await;
+    assert!(third.more, "two of A left");
+    let third = deliveries(third.deliveries);
     assert_eq!(to(&third, &a), 1, "one more of A as one ended");
+    // Every one held ends: A's last two are taken, and nothing is left.
+    for d in first.iter().chain(&third) {
+        if d.seq != first_of_a.seq {
+            assert!(store.record_delivery(d, &s, &done).await.unwrap());
+        }
+    }
+    let last = claim(T0 + 8, 10).await;
+    assert_eq!(to(&deliveries(last.deliveries), &a), 2);
+    assert!(!last.more, "A's last two taken");
+    // The claim's limit leaves some too.
+    store.enqueue_test(&b, "{}", at(T0 + 9)).await.unwrap();
+    store.enqueue_test(&b, "{}", at(T0 + 9)).await.unwrap();
+    let one = claim(T0 + 10, 1).await;
+    assert_eq!(
+        (one.deliveries.len(), one.more),
+        (1, true),
+        "one taken, one left"
+    );
+    let other = claim(T0 + 10, 10).await;
+    assert_eq!((other.deliveries.len(), other.more), (1, false));
+    let none = claim(T0 + 11, 10).await;
+    assert_eq!(
+        (none.deliveries.len(), none.more),
+        (0, false),
+        "nothing due"
+    );
 }
 
 /// A claim carries what its attempt reads, as it stands at the claim: the
@@ -644,7 +681,8 @@ pub async fn a_claim_reads_what_its_attempt_needs(store: Arc<dyn Store>) {
     let mut first = store
         .claim_deliveries(&s, at(now), at(now + MINUTE), 10, 8, None)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(first.len(), 1);
     let c = first.remove(0);
     assert_eq!(c.delivery.seq, d.seq);
@@ -671,7 +709,8 @@ pub async fn a_claim_reads_what_its_attempt_needs(store: Arc<dyn Store>) {
     let mut again = store
         .claim_deliveries(&s, at(now + 1), at(now + MINUTE), 10, 8, None)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(again.len(), 1);
     let c = again.remove(0);
     assert!(c.delivery.payload.is_some());
@@ -784,7 +823,8 @@ pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn St
     let claimed = store
         .claim_deliveries(&other, at(T0 + 10), at(T0 + MINUTE), 10, 8, None)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert!(claimed.is_empty(), "held by the sender");
 
     // No turn free now: the next end is written unheld, and the claim told.
@@ -800,7 +840,8 @@ pub async fn fresh_deliveries_go_to_the_sender_in_their_commit(store: Arc<dyn St
     let claimed = store
         .claim_deliveries(&other, at(T0 + 10), at(T0 + MINUTE), 10, 8, None)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(
         claimed
             .iter()
@@ -903,7 +944,8 @@ pub async fn concurrent_claims_never_take_one_delivery_twice(store: Arc<dyn Stor
             let claimed = store
                 .claim_deliveries(&runner(name), at(T0 + 1), at(T0 + MINUTE), 7, 100, None)
                 .await
-                .unwrap();
+                .unwrap()
+                .deliveries;
             if claimed.is_empty() {
                 empty += 1;
             }
