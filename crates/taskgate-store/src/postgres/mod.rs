@@ -57,6 +57,10 @@ impl PgStore {
 /// The pool of every query, and that of the task writers: `settings`'
 /// connections in all.
 async fn pools(options: PgConnectOptions, settings: &PoolOptions) -> StoreResult<(PgPool, PgPool)> {
+    // Every statement here is short; compiling one (PostgreSQL's JIT, for a
+    // plan it estimates costly) takes 50 ms or more, longer than any of them
+    // runs.
+    let options = options.options([("jit", "off")]);
     // No ping before each use: a round trip per statement on the hot path.
     // A connection lost meanwhile fails its statement (503) and is dropped
     // from the pool.
@@ -224,7 +228,11 @@ const SETTLE_TASK: &str = concat!(
 /// `$4` are held, skipping rows another sender is claiming. Each row is a
 /// delivery held with `found`, the count of those given: more than were
 /// held, and some are left due; with none held, one row of NULLs and
-/// `found`. The locking part tests each
+/// `found`. The destinations' turns free are counted once each (`dests`
+/// materialized): inlined, the count ran again for every row picked, and
+/// PostgreSQL's plan for any values (the one it keeps for a statement run
+/// often) was estimated so costly that it compiled it (JIT) at every claim,
+/// 50 ms each (bench/RESULTS.md, issue 30, ninth session). The locking part tests each
 /// row again (PostgreSQL reads a row another claim changed and committed
 /// meanwhile as it is now, and only the locking part's conditions are
 /// tested on it): without that, a claim that read a delivery as free
@@ -236,7 +244,7 @@ const CLAIM_DELIVERIES: &str = concat!(
     "UNION ALL SELECT (SELECT MIN(COALESCE(endpoint_id, url)) FROM webhook_deliveries ",
     "WHERE next_attempt_at IS NOT NULL AND COALESCE(endpoint_id, url) > waiting.dest) ",
     "FROM waiting WHERE waiting.dest IS NOT NULL), ",
-    "dests AS (SELECT dest, GREATEST($6 - (SELECT COUNT(*) FROM webhook_deliveries h ",
+    "dests AS MATERIALIZED (SELECT dest, GREATEST($6 - (SELECT COUNT(*) FROM webhook_deliveries h ",
     "WHERE COALESCE(h.endpoint_id, h.url) = waiting.dest AND h.lease_until >= $2 ",
     "AND NOT ($5 IS NOT NULL AND h.runner = $5)), 0) AS free FROM waiting WHERE dest IS NOT NULL), ",
     "picked AS (SELECT w.seq, w.next_attempt_at, dests.free, ROW_NUMBER() OVER ",
@@ -617,7 +625,7 @@ mod tests {
 
     /// The task writers plan each statement once, in a pool of their own, and
     /// no other query inherits their setting; the two pools hold
-    /// `max_connections` in all.
+    /// `max_connections` in all; no statement is compiled (JIT) in either.
     #[tokio::test]
     async fn the_task_writers_have_a_pool_of_their_own_that_plans_once() {
         let options = test_server();
@@ -631,6 +639,13 @@ mod tests {
         };
         assert_eq!(setting(&writing).await, "force_generic_plan");
         assert_eq!(setting(&pool).await, "auto");
+        for p in [&pool, &writing] {
+            let jit: String = sqlx::query_scalar("SELECT current_setting('jit')")
+                .fetch_one(p)
+                .await
+                .unwrap();
+            assert_eq!(jit, "off", "no statement compiled");
+        }
         assert_eq!(writing.options().get_max_connections(), BATCH_WRITERS);
         assert_eq!(pool.options().get_max_connections(), 5 - BATCH_WRITERS);
 
