@@ -176,9 +176,7 @@ pub trait WebhookStore: Send + Sync {
     /// kind, at the latest about 0.1 s later), without waiting for it. Reads
     /// of deliveries see it (they wait for it first). Lost to a crash or a
     /// failed commit, the delivery is sent again once its lease ends, as if
-    /// its sender had stopped (at least once). PostgreSQL writes it now, in
-    /// a commit that does not wait for the WAL flush (lost only if
-    /// PostgreSQL stops within a moment of it).
+    /// its sender had stopped (at least once). PostgreSQL writes it now.
     async fn record_delivery_soon(
         &self,
         claimed: &WebhookDelivery,

@@ -263,20 +263,6 @@ const CLAIM_DELIVERIES: &str = concat!(
     "LEFT JOIN taken ON true"
 );
 
-/// [`crate::webhooks::RECORD_DELIVERY`], its commit not waiting for the WAL
-/// flush, as the unflushed task inserts (`set_config(…, true)` is `SET LOCAL`
-/// inside the statement): an outcome no one waits for, lost only if
-/// PostgreSQL itself stops within a moment of it, when the delivery is sent
-/// again after its lease (at least once). Each waited for the flush before,
-/// and so a destination's turns for their commits: its backlog drained at
-/// about 1,000 a second (bench/RESULTS.md, issue 30, ninth session).
-static RECORD_DELIVERY_UNFLUSHED: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{} AND set_config('synchronous_commit', 'off', true) = 'off'",
-        crate::webhooks::RECORD_DELIVERY
-    )
-});
-
 /// The endpoints of a claim's deliveries, by id: `$1` the ids.
 const CLAIMED_ENDPOINTS: &str = concat!(
     "SELECT ",
@@ -336,28 +322,6 @@ impl PgStore {
             })
             .collect())
     }
-
-    /// An attempt's outcome written by `sql` ([`crate::webhooks::RECORD_DELIVERY`]
-    /// or [`RECORD_DELIVERY_UNFLUSHED`]): whether `runner` still held it.
-    async fn record_outcome(
-        &self,
-        sql: &'static str,
-        claimed: &crate::WebhookDelivery,
-        runner: &taskgate_core::RunnerId,
-        o: &crate::DeliveryOutcome,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(sql)
-            .bind(claimed.seq)
-            .bind(runner)
-            .bind(o.status)
-            .bind(crate::webhooks::attempts_after(claimed, o))
-            .bind(&o.payload)
-            .bind(o.next_attempt_at)
-            .bind(o.claimed_at)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
 }
 
 /// The task reads and writes of the hot path: writes through the batcher,
@@ -404,21 +368,26 @@ impl HotPath for PgStore {
         runner: &taskgate_core::RunnerId,
         o: &crate::DeliveryOutcome,
     ) -> StoreResult<bool> {
-        self.record_outcome(crate::webhooks::RECORD_DELIVERY, claimed, runner, o)
-            .await
+        let done = sqlx::query(crate::webhooks::RECORD_DELIVERY)
+            .bind(claimed.seq)
+            .bind(runner)
+            .bind(o.status)
+            .bind(crate::webhooks::attempts_after(claimed, o))
+            .bind(&o.payload)
+            .bind(o.next_attempt_at)
+            .bind(o.claimed_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
-    /// Now, its commit not waiting for the WAL flush
-    /// ([`RECORD_DELIVERY_UNFLUSHED`]).
     async fn hot_record_delivery_soon(
         &self,
         claimed: &crate::WebhookDelivery,
         runner: &taskgate_core::RunnerId,
         o: &crate::DeliveryOutcome,
     ) -> StoreResult<()> {
-        self.record_outcome(RECORD_DELIVERY_UNFLUSHED.as_str(), claimed, runner, o)
-            .await
-            .map(drop)
+        self.hot_record_delivery(claimed, runner, o).await.map(drop)
     }
 
     /// Every outcome is written when it is made.
@@ -687,62 +656,5 @@ mod tests {
         let (pool, writing) = pools(options, &small).await.unwrap();
         assert_eq!(setting(&writing).await, "auto", "one shared pool");
         assert_eq!(pool.options().get_max_connections(), 2);
-    }
-
-    /// An outcome written "soon" commits without waiting for the WAL flush,
-    /// in its own transaction only; one written for a caller waits for it.
-    #[tokio::test]
-    async fn an_outcome_written_soon_commits_without_the_flush() {
-        use sqlx::Connection;
-        let mut conn = match sqlx::PgConnection::connect_with(&test_server()).await {
-            Ok(conn) => conn,
-            Err(e) => return without_server("the unflushed outcome's check", e),
-        };
-        // A table of this session's own, shadowing the outbox's.
-        sqlx::raw_sql(
-            "CREATE TEMP TABLE webhook_deliveries (seq bigint, status text, attempts text, \
-             payload text, runner text, lease_until bigint, next_attempt_at bigint); \
-             INSERT INTO webhook_deliveries VALUES (1, 'pending', '[]', NULL, 'r', 9, 5), \
-             (2, 'pending', '[]', NULL, 'r', 9, 5)",
-        )
-        .execute(&mut conn)
-        .await
-        .unwrap();
-        let setting = async |conn: &mut sqlx::PgConnection| -> String {
-            sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-                .fetch_one(conn)
-                .await
-                .unwrap()
-        };
-        let session = setting(&mut conn).await;
-        assert_ne!(session, "off", "the test needs a server that flushes");
-        for (seq, sql, within) in [
-            (1_i64, RECORD_DELIVERY_UNFLUSHED.as_str(), "off"),
-            (2, crate::webhooks::RECORD_DELIVERY, session.as_str()),
-        ] {
-            sqlx::raw_sql("BEGIN").execute(&mut conn).await.unwrap();
-            let done = sqlx::query(sql)
-                .bind(seq)
-                .bind("r")
-                .bind("succeeded")
-                .bind("[{}]")
-                .bind("{}")
-                .bind(None::<i64>)
-                .bind(5_i64)
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(done.rows_affected(), 1);
-            assert_eq!(setting(&mut conn).await, within, "delivery {seq}");
-            sqlx::raw_sql("COMMIT").execute(&mut conn).await.unwrap();
-            assert_eq!(setting(&mut conn).await, session, "after the transaction");
-        }
-        let held: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM webhook_deliveries WHERE runner IS NULL AND status = 'succeeded'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        assert_eq!(held, 2, "both written");
     }
 }
