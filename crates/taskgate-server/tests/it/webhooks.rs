@@ -867,26 +867,36 @@ async fn private_addresses_are_refused(backend: Backend) {
 }
 both!(private_addresses_are_refused);
 
+/// An app whose endpoint has one turn (`max_concurrency_per_endpoint` 1), at
+/// a receiver holding its first answer until `release` is notified, after
+/// `calls` calls: that first delivery in flight, the rest waiting.
+async fn one_turn_held(
+    backend: Backend,
+    calls: usize,
+) -> Option<(TestApp, Receiver, Arc<tokio::sync::Notify>)> {
+    let app = app_configured(backend, &["0s", "5s"], |c| {
+        c.webhooks.timeout_ms = 60_000;
+        c.webhooks.max_concurrency_per_endpoint = 1;
+    })
+    .await?;
+    let release = Arc::new(tokio::sync::Notify::new());
+    let live = app.client(&app.live);
+    let slow = Receiver::start_hanging(release.clone()).await;
+    succeeded_to(&live, &slow.url).await;
+    for i in 0..calls {
+        live.call(sentiment(&format!("call {i}"))).await.expect(200);
+    }
+    slow.wait_for(1).await;
+    Some((app, slow, release))
+}
+
 /// A destination's deliveries beyond its turns wait, and go out as its
 /// deliveries in flight end: not at the sender's idle poll (up to 2 s
 /// apart once it has found nothing for a while).
 async fn a_destinations_backlog_goes_out_as_its_turns_free(backend: Backend) {
-    let Some(app) = app_configured(backend, &["0s", "5s"], |c| {
-        c.webhooks.timeout_ms = 60_000;
-        c.webhooks.max_concurrency_per_endpoint = 1;
-    })
-    .await
-    else {
+    let Some((_app, slow, hang)) = one_turn_held(backend, 3).await else {
         return;
     };
-    let hang = Arc::new(tokio::sync::Notify::new());
-    let live = app.client(&app.live);
-    let slow = Receiver::start_hanging(hang.clone()).await;
-    succeeded_to(&live, &slow.url).await;
-    for text in ["one", "two", "three"] {
-        live.call(sentiment(text)).await.expect(200);
-    }
-    slow.wait_for(1).await;
     // One turn, taken by the first; the others wait while the sender's
     // claims find nothing to take and its poll slows to 2 s.
     tokio::time::sleep(Duration::from_millis(4_500)).await;
@@ -907,22 +917,9 @@ async fn a_destinations_backlog_goes_out_as_its_turns_free(backend: Backend) {
 /// (250 ms apart while they find some, up to 2 s) would take 2.5 s or more
 /// for the 24 here, 2 a claim (one sent, one waiting for the turn).
 async fn a_claimed_backlog_goes_out_as_its_turns_free(backend: Backend) {
-    let Some(app) = app_configured(backend, &["0s", "5s"], |c| {
-        c.webhooks.timeout_ms = 60_000;
-        c.webhooks.max_concurrency_per_endpoint = 1;
-    })
-    .await
-    else {
+    let Some((_app, slow, hang)) = one_turn_held(backend, 24).await else {
         return;
     };
-    let hang = Arc::new(tokio::sync::Notify::new());
-    let live = app.client(&app.live);
-    let slow = Receiver::start_hanging(hang.clone()).await;
-    succeeded_to(&live, &slow.url).await;
-    for i in 0..24 {
-        live.call(sentiment(&format!("call {i}"))).await.expect(200);
-    }
-    slow.wait_for(1).await;
     // The first holds the turn; the sender's poll slows while its claims
     // find nothing to take.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
