@@ -141,6 +141,10 @@ const RESTART_FRAMES: i64 = 4_096;
 /// again, on a disk shared with other work).
 const CEILING_FRAMES: i32 = 4 * RESTART_FRAMES as i32;
 
+/// How often a commit past [`CEILING_FRAMES`] tries its full checkpoint again
+/// while another checkpoint runs (see [`hold_to_ceiling`]).
+const CEILING_RETRY: Duration = Duration::from_millis(2);
+
 /// How much lower the checkpoint thread's priority is than the rest of the
 /// process's (a nice value added to the process's own). Its copying and its
 /// `fsync`s are background work: at its own priority it took the CPU from a
@@ -489,17 +493,41 @@ fn write_held(shared: &Shared, held: &Held, before: Option<Instant>) {
 
 /// Run after each commit of the writer's connection, which is held meanwhile
 /// (no other write can begin): once the WAL has [`CEILING_FRAMES`], a full
-/// checkpoint (waiting, within the busy timeout, for the checkpoint thread's
-/// and readers' locks) copies all of it, so the next write starts it over.
+/// checkpoint copies all of it, so the next write starts it over.
+///
+/// A full checkpoint waits (within the busy timeout) for readers, but not
+/// for another checkpoint: SQLite answers `SQLITE_BUSY` at once, without its
+/// busy handler, while the checkpoint thread's passive checkpoint runs. Under
+/// a saturated CPU that thread (niced) can be starved in the middle of its
+/// checkpoint for as long as the writes keep the cores, so every commit's
+/// full checkpoint found it running and the WAL grew without bound (361 MB
+/// for 410 MB written, in a test run beside the whole suite). So a busy full
+/// checkpoint is tried again, every [`CEILING_RETRY`], for as long as the busy
+/// timeout: the writes wait meanwhile, their cores go to the checkpoint
+/// thread, and its checkpoint ends.
+///
 /// The commit has happened whatever this returns: a failure is logged, never
 /// passed on as the commit's.
 fn hold_to_ceiling(wal: &Wal, frames: c_int) -> rusqlite::Result<()> {
-    if frames >= CEILING_FRAMES
-        && let Err(e) = wal.checkpoint_v2(CheckpointMode::FULL)
-    {
-        tracing::warn!(error = %e, frames, "the WAL is past its ceiling and cannot be copied yet");
+    if frames < CEILING_FRAMES {
+        return Ok(());
     }
-    Ok(())
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match wal.checkpoint_v2(CheckpointMode::FULL) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(CEILING_RETRY);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, frames, "the WAL is past its ceiling and cannot be copied yet");
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// A passive checkpoint; the frames the WAL held when it began, or `None`
@@ -561,6 +589,88 @@ mod tests {
         assert_eq!(after.0, (before + 3).min(19));
         assert_eq!(after.1, 19);
         assert_eq!(getpriority_process(Some(gettid())).unwrap(), here);
+    }
+}
+
+#[cfg(test)]
+mod ceiling_tests {
+    use std::time::{Duration, Instant};
+
+    use rusqlite::Connection;
+
+    /// The frames in the WAL (what a passive checkpoint reports).
+    fn wal_frames(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+            .unwrap()
+    }
+
+    /// Past the ceiling, a commit copies the whole WAL even when another
+    /// connection's checkpoint holds SQLite's checkpoint lock at that moment
+    /// (as the checkpoint thread's does while starved of CPU): it waits for
+    /// that checkpoint to end, where it used to give up at once and leave
+    /// the WAL to grow. Here the other checkpoint is a full one that waits,
+    /// holding the lock, for an old reader, and gives up after 300 ms.
+    #[test]
+    fn past_the_ceiling_a_commit_waits_out_another_checkpoint() {
+        let dir = std::env::temp_dir().join(format!("taskgate_ceiling_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ceiling.db");
+        let open = || {
+            let conn = Connection::open(&path).unwrap();
+            conn.busy_timeout(super::BUSY_TIMEOUT).unwrap();
+            conn
+        };
+        let writer = open();
+        writer
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; \
+                 CREATE TABLE t (b BLOB NOT NULL);",
+            )
+            .unwrap();
+        writer.wal_hook(Some(super::hold_to_ceiling));
+        // A reader on the snapshot before the big write.
+        let reader = open();
+        reader
+            .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
+            .unwrap();
+        // More pages than the ceiling, written but not committed yet.
+        writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let rows = i64::from(super::CEILING_FRAMES) / 256 + 8;
+        writer
+            .execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+                 INSERT INTO t SELECT zeroblob(1048576) FROM n",
+                [rows],
+            )
+            .unwrap();
+        // The other checkpoint: it takes the checkpoint lock, waits for the
+        // write lock, then for the reader, and gives up; then the reader ends.
+        let other = open();
+        other.busy_timeout(Duration::from_millis(300)).unwrap();
+        let checkpointing = std::thread::spawn(move || {
+            let busy: i64 = other
+                .query_row("PRAGMA wal_checkpoint(FULL)", [], |r| r.get(0))
+                .unwrap();
+            let ended = Instant::now();
+            reader.execute_batch("COMMIT").unwrap();
+            (busy, ended)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let committing = Instant::now();
+        writer.execute_batch("COMMIT").unwrap();
+        let (busy, ended) = checkpointing.join().unwrap();
+        assert_eq!(busy, 1, "the other checkpoint gave up");
+        assert!(
+            ended > committing,
+            "the other checkpoint held its lock while the commit ran"
+        );
+
+        // The commit copied the whole WAL, so the next write starts it over.
+        writer.execute("INSERT INTO t VALUES (x'00')", []).unwrap();
+        let frames = wal_frames(&writer);
+        assert!(frames < 16, "the WAL started over: {frames} frames");
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
