@@ -11,9 +11,16 @@ use taskgate_store::{TaskFinish, TaskRecord};
 use super::Executor;
 
 /// A result the store refused is written again after this pause, doubled
-/// each time up to [`FINISH_RETRY_LAST`].
+/// each time up to [`FINISH_RETRY_LAST`], for [`FINISH_RETRY_FOR`] in all.
 const FINISH_RETRY_FIRST: Duration = Duration::from_millis(100);
 const FINISH_RETRY_LAST: Duration = Duration::from_secs(2);
+
+/// How long a result the store refuses is tried again: long enough for a
+/// database restart or a failover (the task's lease is renewed meanwhile),
+/// and bounded, so a write that can never succeed does not hold the result
+/// for ever. Past it the task is left running; it ends `interrupted` once
+/// its lease lapses.
+const FINISH_RETRY_FOR: Duration = Duration::from_secs(30);
 
 impl Executor {
     pub(super) async fn finish(
@@ -63,12 +70,14 @@ impl Executor {
             charge_account: live.then_some(task.account_id),
         };
         // A result that cannot be written leaves the task running (and its
-        // lease renewed), so a passing storage failure is retried a while.
+        // lease renewed: the caller keeps it among the running tasks until
+        // this returns), so a passing storage failure is retried a while.
         let mut written = self.store.finish_task(task.id, &finish).await;
         let mut pause = FINISH_RETRY_FIRST;
-        while written.is_err() && pause <= FINISH_RETRY_LAST {
+        let until = tokio::time::Instant::now() + FINISH_RETRY_FOR;
+        while written.is_err() && tokio::time::Instant::now() + pause <= until {
             tokio::time::sleep(pause).await;
-            pause *= 2;
+            pause = (pause * 2).min(FINISH_RETRY_LAST);
             written = self.store.finish_task(task.id, &finish).await;
         }
         match written {

@@ -120,7 +120,6 @@ impl Executor {
                 Some(Err(e)) => spans::end_task(span, TaskStatus::Failed, Some(&e.code)),
             }
         }
-        self.running.lock().remove(&task.id);
         if result.is_none() {
             ctx.abandon(AttemptOutcome::Cancelled);
         }
@@ -128,7 +127,9 @@ impl Executor {
         for a in &attempts {
             crate::metrics::record_attempt(a);
         }
+        let id = task.id;
         let Some(result) = result else {
+            self.running.lock().remove(&id);
             // Cancelled: the cancel already wrote the task's state; the
             // attempts made until then are added to it.
             self.streams.close(task.id);
@@ -142,7 +143,13 @@ impl Executor {
             }
             return;
         };
+        // The task stays among those whose lease is renewed until its end is
+        // written: an end the store refuses for a while (the database
+        // restarting) is retried, and the task must not meanwhile lapse and
+        // be ended `interrupted` by this instance's own sweep, its result
+        // thrown away.
         self.finish(task, result, attempts).await;
+        self.running.lock().remove(&id);
     }
 }
 
