@@ -111,7 +111,7 @@ impl SqlBackend for PgStore {
         let follow = Follow {
             channel: TASK_ENDED,
             what: "task ends",
-            capacity: 1024,
+            full: WhenFull::Wait(1024),
             read: TaskEnd::parse,
             on_loss: None,
         };
@@ -126,7 +126,7 @@ impl SqlBackend for PgStore {
         let follow = Follow {
             channel: DELIVERIES_WRITTEN,
             what: "webhook deliveries",
-            capacity: 1,
+            full: WhenFull::Fold,
             read: |_| Some(()),
             on_loss: Some(()),
         };
@@ -148,13 +148,23 @@ struct Follow<T> {
     channel: &'static str,
     /// What the warnings call them.
     what: &'static str,
-    /// Items not yet taken at most: with 1, they fold into one (an item
-    /// that finds the channel full is dropped); else a full channel waits.
-    capacity: usize,
+    /// What an item meets when the items not yet taken fill the channel.
+    full: WhenFull,
     /// A notification's item; none for an unreadable payload (warned).
     read: fn(&str) -> Option<T>,
     /// The item a lost connection sends (some may have been missed), if any.
     on_loss: Option<T>,
+}
+
+/// How a [`Follow`]'s channel takes an item while full.
+#[derive(Clone, Copy)]
+enum WhenFull {
+    /// One item waits at most; another one meanwhile is the same news and
+    /// is dropped (a wake-up).
+    Fold,
+    /// Up to this many items wait; the next one waits for room (each item
+    /// is news of its own).
+    Wait(usize),
 }
 
 impl<T: Clone + Send + 'static> Follow<T> {
@@ -164,7 +174,11 @@ impl<T: Clone + Send + 'static> Follow<T> {
     async fn start(self, pool: &PgPool) -> StoreResult<mpsc::Receiver<T>> {
         let mut listener = PgListener::connect_with(pool).await?;
         listener.listen(self.channel).await?;
-        let (tx, rx) = mpsc::channel(self.capacity);
+        let capacity = match self.full {
+            WhenFull::Fold => 1,
+            WhenFull::Wait(n) => n,
+        };
+        let (tx, rx) = mpsc::channel(capacity);
         tokio::spawn(async move {
             loop {
                 let got = listener.try_recv().await;
@@ -195,10 +209,11 @@ impl<T: Clone + Send + 'static> Follow<T> {
                     }
                 };
                 let Some(item) = item else { continue };
-                let sent = if self.capacity == 1 {
-                    !matches!(tx.try_send(item), Err(mpsc::error::TrySendError::Closed(_)))
-                } else {
-                    tx.send(item).await.is_ok()
+                let sent = match self.full {
+                    WhenFull::Fold => {
+                        !matches!(tx.try_send(item), Err(mpsc::error::TrySendError::Closed(_)))
+                    }
+                    WhenFull::Wait(_) => tx.send(item).await.is_ok(),
                 };
                 if !sent {
                     return;
