@@ -247,10 +247,10 @@ const SETTLE_TASK: &str = concat!(
 /// materialized): inlined, the count ran again for every row picked, and
 /// PostgreSQL's plan for any values (the one it keeps for a statement run
 /// often) was estimated so costly that it compiled it (JIT) at every claim,
-/// 50 ms each (bench/RESULTS.md, issue 30, ninth session). The locking part tests each
-/// row again (PostgreSQL reads a row another claim changed and committed
-/// meanwhile as it is now, and only the locking part's conditions are
-/// tested on it): without that, a claim that read a delivery as free
+/// 50 ms each (bench/RESULTS.md, issue 30, ninth session). The locking part
+/// tests each row again (PostgreSQL reads a row another claim changed and
+/// committed meanwhile as it is now, and only the locking part's conditions
+/// are tested on it): without that, a claim that read a delivery as free
 /// before another claim's commit held it too, and it was sent twice.
 /// SQLite claims in steps of its own (`sqlite/claim.rs`).
 const CLAIM_DELIVERIES: &str = concat!(

@@ -592,6 +592,17 @@ mod tests {
     }
 }
 
+/// A directory of this test process's own, emptied, and the path of a
+/// database in it: `(dir, dir/name.db)`.
+#[cfg(test)]
+fn fresh_db(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("taskgate_{name}_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.db"));
+    (dir, path)
+}
+
 #[cfg(test)]
 mod ceiling_tests {
     use std::time::{Duration, Instant};
@@ -612,9 +623,7 @@ mod ceiling_tests {
     /// holding the lock, for an old reader, and gives up after 300 ms.
     #[test]
     fn past_the_ceiling_a_commit_waits_out_another_checkpoint() {
-        let dir = std::env::temp_dir().join(format!("taskgate_ceiling_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ceiling.db");
+        let (dir, path) = super::fresh_db("ceiling");
         let open = || {
             let conn = Connection::open(&path).unwrap();
             conn.busy_timeout(super::BUSY_TIMEOUT).unwrap();
@@ -693,10 +702,7 @@ mod soon_tests {
     /// undone alone.
     #[test]
     fn a_soon_write_rides_the_next_commit_or_the_round() {
-        let dir = std::env::temp_dir().join(format!("taskgate_soon_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("soon.db");
-        let _ = std::fs::remove_file(&path);
+        let (dir, path) = super::fresh_db("soon");
         rusqlite::Connection::open(&path)
             .unwrap()
             .execute_batch("CREATE TABLE t (v INTEGER NOT NULL)")
